@@ -1,0 +1,5 @@
+//go:build !race
+
+package window
+
+const raceEnabled = false

@@ -1,0 +1,417 @@
+package window
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+)
+
+// Request is what the caller's next model call adds around the messages:
+// they count toward the budget (I3).
+type Request struct {
+	SystemTokens int // a system prompt sent outside the messages (Anthropic's system field)
+	ToolsTokens  int // the request's tool schemas
+	// RecallTokens is what the recall tools' schemas cost; they are added
+	// to the request whenever anything is out of the window.
+	RecallTokens int
+}
+
+// ReplyPrimer is what the chat format adds to every request.
+const ReplyPrimer = 3
+
+// Usage reports what a window costs and what the pipeline did.
+type Usage struct {
+	Budget  int `json:"budget"`
+	Trigger int `json:"trigger"`
+	Target  int `json:"target"`
+
+	System int `json:"system"`
+	Tools  int `json:"tools"`
+	Recall int `json:"recall"`
+	Head   int `json:"head"`
+	Memory int `json:"memory"`
+	Tail   int `json:"tail"`
+	Total  int `json:"total"`
+
+	Messages       int   `json:"messages"`        // messages in the window
+	ThreadMessages int64 `json:"thread_messages"` // messages in the log
+	ThreadTokens   int64 `json:"thread_tokens"`   // their raw tokens
+	LastSeq        int64 `json:"last_seq"`
+	Compactions    int   `json:"compactions"`
+
+	Evicted []string `json:"evicted,omitempty"` // refs shown as previews
+	Masked  []string `json:"masked,omitempty"`  // refs shown as placeholders
+	Dropped []string `json:"dropped,omitempty"` // orphan results left out
+	// Compacted is set when this call compacted.
+	Compacted *CompactedData `json:"compacted,omitempty"`
+	Reflected *ReflectedData `json:"reflected,omitempty"`
+	Repaired  int            `json:"repaired,omitempty"` // synthetic results added
+}
+
+// Window is what the model sees for the next call.
+type Window struct {
+	Messages []message.Message
+	Usage    Usage
+	// NeedsRecall: something is out of the window, so the recall tools
+	// belong in the request.
+	NeedsRecall bool
+}
+
+// BudgetError says what cannot fit in the budget and by how much. The log
+// is untouched when it is returned.
+type BudgetError struct {
+	What   string // "pinned head", "tool schemas", "message seq 12 (user)"
+	Need   int    // tokens it needs
+	Budget int    // tokens available to it
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("budget: %s needs %d tokens but only %d fit (over by %d)", e.What, e.Need, e.Budget, e.Need-e.Budget)
+}
+
+func (s *State) needsRecall() bool {
+	if len(s.blocks) > 0 {
+		return true
+	}
+	for _, it := range s.tail {
+		if it.Form == Evicted || it.Form == Masked {
+			return true
+		}
+	}
+	return false
+}
+
+// fixed is what the window costs outside the memory block and the tail.
+func (s *State) fixed(r Request, recall bool) int {
+	f := r.SystemTokens + r.ToolsTokens + s.headTok + ReplyPrimer
+	if recall {
+		f += r.RecallTokens
+	}
+	return f
+}
+
+// Used returns the window's tokens for request r as it stands.
+func (s *State) Used(r Request) int {
+	return s.fixed(r, s.needsRecall()) + s.memTok + s.tailTok
+}
+
+func (s *State) windowMessages() int {
+	n := len(s.head) + len(s.tail)
+	if s.memMsg != nil {
+		n++
+	}
+	return n
+}
+
+// OverTrigger reports whether the window has passed its trigger: the
+// moment to compact (hysteresis: it then goes down to the target).
+func (s *State) OverTrigger(r Request) bool {
+	if t := s.policy.Trigger; t.Messages > 0 {
+		return s.windowMessages() > t.Messages || s.Used(r) > s.budget
+	}
+	return s.Used(r) > s.policy.Trigger.TokensOf(s.budget)
+}
+
+// Plan is a compaction decided on the state: which tool results to mask and
+// which range [From, To] leaves the window. The caller turns it into events.
+type Plan struct {
+	Strategy Strategy
+	Mask     []int64
+	From, To int64
+	// Leaving are the items of [From, To]; Catalogue is their deterministic
+	// one-line-per-turn rendering (what archive and mask record).
+	Leaving      []*Item
+	Catalogue    string
+	TokensBefore int // tokens the leaving items had in the window
+	UsedBefore   int
+	UsedAfter    int // estimated with the catalogue as the memory entry
+}
+
+// Empty reports whether the plan changes nothing.
+func (p *Plan) Empty() bool { return len(p.Mask) == 0 && p.From == 0 }
+
+// Plan decides the compaction that brings the window from over its trigger
+// to its target: mask first (strategy mask), then cut on a safe boundary,
+// keeping the pinned head and the minimum tail. It returns a *BudgetError
+// when even the tightest cut does not fit. It does not change the state.
+func (s *State) Plan(r Request) (*Plan, error) {
+	p := &Plan{Strategy: s.policy.Strategy, UsedBefore: s.Used(r)}
+	target := s.policy.Target.TokensOf(s.budget)
+	if f := s.fixed(r, true); f > s.budget {
+		return nil, s.fixedError(r)
+	}
+
+	// Tokens each tail item costs after the masks of this plan.
+	cost := make([]int, len(s.tail))
+	for i, it := range s.tail {
+		cost[i] = it.cost()
+	}
+	if s.policy.Strategy == Mask {
+		seen := map[string]int{}
+		for i := len(s.tail) - 1; i >= 0; i-- {
+			it := s.tail[i]
+			if len(it.Tools) == 0 || it.Form == Dropped {
+				continue
+			}
+			over := false
+			for _, t := range it.Tools {
+				seen[t]++
+				if seen[t] > s.policy.MaskKeepPerTool {
+					over = true
+				}
+			}
+			if over && it.Form != Masked {
+				p.Mask = append(p.Mask, it.Seq)
+				cost[i] = s.sizer.Message(it.Ref+"#masked", maskedForm(it)) + it.PostTokens
+			}
+		}
+		slices.Sort(p.Mask)
+	}
+	fixed := s.fixed(r, true)
+	used := fixed + s.memTok
+	for _, c := range cost {
+		used += c
+	}
+	countOK := func(msgs int) bool {
+		return s.policy.Target.Messages == 0 || msgs <= s.policy.Target.Messages
+	}
+	if used <= target && countOK(s.windowMessages()) {
+		p.UsedAfter = used
+		return p, nil
+	}
+
+	// Candidate cuts: boundaries in the tail (never index 0: nothing would leave).
+	suffix := make([]int, len(s.tail)+1)
+	for i := len(s.tail) - 1; i >= 0; i-- {
+		suffix[i] = suffix[i+1] + cost[i]
+	}
+	var cuts []int
+	for i := 1; i < len(s.tail); i++ {
+		if s.tail[i].Boundary {
+			cuts = append(cuts, i)
+		}
+	}
+	if len(cuts) == 0 {
+		if used > s.budget {
+			return nil, s.tailError(used)
+		}
+		p.UsedAfter = used
+		return p, nil
+	}
+	// The minimum tail starts at the MinTailTurns-th last boundary.
+	minStart := cuts[max(0, len(cuts)-s.policy.MinTailTurns)]
+	if len(cuts) < s.policy.MinTailTurns {
+		minStart = cuts[0]
+	}
+	blockTok := func(c int) int {
+		// one catalogue line is about 40 tokens per turn; the exact
+		// count is taken below once the cut is chosen.
+		turns := 0
+		for _, x := range cuts {
+			if x <= c {
+				turns++
+			}
+		}
+		return 12 + 40*(turns+1)
+	}
+	after := func(c int) int { return fixed + s.memTok + blockTok(c) + suffix[c] }
+	msgsAfter := func(c int) int { return len(s.head) + 1 + len(s.tail) - c }
+
+	chosen := -1
+	for _, c := range cuts {
+		if c > minStart {
+			break
+		}
+		if after(c) <= target && countOK(msgsAfter(c)) {
+			chosen = c
+			break
+		}
+	}
+	if chosen < 0 {
+		chosen = minStart
+		// Keep more of the min tail's tokens only while the target holds.
+		for _, c := range cuts {
+			if c > minStart {
+				break
+			}
+			if suffix[c] >= s.policy.MinTailTokens && after(c) <= target {
+				chosen = c
+				break
+			}
+		}
+	}
+	// Over the budget even so: cut into the minimum tail.
+	if after(chosen) > s.budget {
+		for _, c := range cuts {
+			if c > chosen {
+				chosen = c
+				if after(c) <= s.budget {
+					break
+				}
+			}
+		}
+	}
+	if after(chosen) > s.budget {
+		return nil, s.tailError(after(chosen))
+	}
+	p.Leaving = s.tail[:chosen]
+	p.From, p.To = p.Leaving[0].Seq, p.Leaving[len(p.Leaving)-1].Seq
+	for _, it := range p.Leaving {
+		p.TokensBefore += it.cost()
+	}
+	p.Catalogue = Catalogue(p.Leaving)
+	p.UsedAfter = fixed + s.memTok + s.sizer.Text(p.Catalogue) + 40 + suffix[chosen]
+	// Masks inside the leaving range are moot.
+	p.Mask = slices.DeleteFunc(p.Mask, func(q int64) bool { return q <= p.To })
+	return p, nil
+}
+
+func (s *State) fixedError(r Request) error {
+	switch {
+	case r.ToolsTokens > s.budget:
+		return &BudgetError{What: "the tool schemas", Need: r.ToolsTokens, Budget: s.budget}
+	case r.SystemTokens+r.ToolsTokens > s.budget:
+		return &BudgetError{What: "the system prompt and tool schemas", Need: r.SystemTokens + r.ToolsTokens, Budget: s.budget}
+	}
+	return &BudgetError{What: "the pinned head (system prompt, tool schemas and first user message)", Need: s.fixed(r, true), Budget: s.budget}
+}
+
+func (s *State) tailError(need int) error {
+	// Name the largest message of the last turn: it is what cannot leave.
+	var big *Item
+	for i := len(s.tail) - 1; i >= 0; i-- {
+		it := s.tail[i]
+		if big == nil || it.Tokens > big.Tokens {
+			big = it
+		}
+		if it.Boundary {
+			break
+		}
+	}
+	if big == nil {
+		return &BudgetError{What: "the window", Need: need, Budget: s.budget}
+	}
+	return &BudgetError{What: fmt.Sprintf("the last turn (its largest message, seq %d (%s), alone is %d tokens)", big.Seq, big.Msg.Role, big.Tokens), Need: need, Budget: s.budget}
+}
+
+// Build returns the window for request r as the state stands, repaired
+// (I4) and checked against the budget (I3). It costs O(1) in the thread's
+// length between compactions: the rendered messages are cached.
+func (s *State) Build(r Request) (*Window, error) {
+	recall := s.needsRecall()
+	u := Usage{
+		Budget:         s.budget,
+		Trigger:        s.policy.Trigger.TokensOf(s.budget),
+		Target:         s.policy.Target.TokensOf(s.budget),
+		System:         r.SystemTokens,
+		Tools:          r.ToolsTokens,
+		Head:           s.headTok,
+		Memory:         s.memTok,
+		Tail:           s.tailTok,
+		ThreadMessages: s.messages,
+		ThreadTokens:   s.threadTokens,
+		LastSeq:        s.lastSeq,
+		Compactions:    s.compactions,
+		Dropped:        s.dropped,
+	}
+	if recall {
+		u.Recall = r.RecallTokens
+	}
+	msgs := s.out[:len(s.out):len(s.out)]
+	// Repair: calls of the last step still waiting for their results get a
+	// synthetic one at the end. Results without a call never enter the tail
+	// (Dropped on arrival), earlier dangling calls were answered when their
+	// step closed, and cuts fall on boundaries: nothing else can be orphaned.
+	if len(s.pending) > 0 {
+		for _, id := range s.pendingInOrder() {
+			m := message.NewToolResult(id, UnavailableResult)
+			msgs = append(msgs, m)
+			u.Tail += s.sizer.Message("", m)
+			u.Repaired++
+		}
+	}
+	u.Total = u.System + u.Tools + u.Recall + u.Head + u.Memory + u.Tail + ReplyPrimer
+	u.Messages = len(msgs)
+	if u.Total > s.budget {
+		if f := s.fixed(r, recall); f > s.budget {
+			return nil, s.fixedError(r)
+		}
+		return nil, s.tailError(u.Total)
+	}
+	return &Window{Messages: msgs, Usage: u, NeedsRecall: recall}, nil
+}
+
+// FormsOf lists, for tests and the inspector, how every message event the
+// state has seen appears: by seq, its form. Covered seqs are those inside
+// a memory block's range.
+func (s *State) FormsOf() map[int64]Form {
+	out := map[int64]Form{}
+	for _, it := range s.head {
+		out[it.Seq] = it.Form
+	}
+	for _, it := range s.tail {
+		out[it.Seq] = it.Form
+	}
+	for _, b := range s.blocks {
+		for q := b.From; q <= b.To; q++ {
+			if _, ok := out[q]; !ok {
+				out[q] = Covered
+			}
+		}
+	}
+	return out
+}
+
+// RefsByForm returns the refs of tail items in form f (Evicted or Masked).
+func (s *State) RefsByForm(f Form) []string {
+	var out []string
+	for _, it := range s.tail {
+		if it.Form == f {
+			out = append(out, it.Ref)
+		}
+	}
+	return out
+}
+
+// Tail returns the live tail's items (read-only).
+func (s *State) Tail() []*Item { return s.tail }
+
+// Head returns the pinned head's items (read-only).
+func (s *State) Head() []*Item { return s.head }
+
+// Events turns the plan into the log events that record it: a masked event
+// when it masks, a compacted event when a range leaves the window. d carries
+// what replaces the range (the catalogue or an observation) and its
+// provenance; its range and strategy are filled in from the plan.
+func (p *Plan) Events(d CompactedData) ([]store.Event, error) {
+	var evs []store.Event
+	if len(p.Mask) > 0 {
+		b, err := json.Marshal(MaskedData{Seqs: p.Mask})
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, store.Event{Kind: store.KindMasked, Data: b})
+	}
+	if p.From > 0 {
+		d.From, d.To = p.From, p.To
+		if d.Strategy == "" {
+			d.Strategy = p.Strategy
+		}
+		if d.Text == "" {
+			d.Text = p.Catalogue
+		}
+		if d.TokensBefore == 0 {
+			d.TokensBefore = p.TokensBefore
+		}
+		d.Masked = len(p.Mask)
+		b, err := json.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, store.Event{Kind: store.KindCompacted, Data: b})
+	}
+	return evs, nil
+}

@@ -1,0 +1,472 @@
+package window
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+)
+
+// Sizer counts tokens for the window. Message counts a rendered message with
+// its chat-format overhead; key names it stably (a ref, or a ref plus the
+// form it is rendered in) so that implementations can cache the count.
+type Sizer interface {
+	Message(key string, m message.Message) int
+	Text(s string) int
+}
+
+// Form is how a logged message appears in the window.
+type Form string
+
+// The forms a message takes (I2: every message is in the window exactly once,
+// in one of these forms, or covered by a memory block).
+const (
+	Raw     Form = "raw"
+	Evicted Form = "evicted" // a tool result's body replaced by a preview
+	Masked  Form = "masked"  // tool results replaced by one-line placeholders
+	Dropped Form = "dropped" // an orphan tool result: left out (I4), kept in the log
+	Covered Form = "covered" // left the window; a memory block covers its seq
+)
+
+// Item is one logged message as the window holds it.
+type Item struct {
+	Seq    int64
+	Ref    string
+	At     int64 // unix seconds
+	Msg    *message.Message
+	Form   Form
+	Out    message.Message // what the window shows
+	Tokens int             // tokens of Out
+	// Boundary: a cut may be made just before this item (a user turn starts,
+	// or an assistant step starts with no tool call pending).
+	Boundary bool
+	// Tools names the tools whose results this message carries.
+	Tools []string
+	// Post holds synthetic results for calls of this turn that were never
+	// answered, placed right after the item (I4); PostTokens counts them.
+	Post       []message.Message
+	PostTokens int
+}
+
+// cost is what the item adds to the window.
+func (it *Item) cost() int {
+	if it.Form == Dropped {
+		return it.PostTokens
+	}
+	return it.Tokens + it.PostTokens
+}
+
+// Block is one entry of the memory block: an observation or a catalogue
+// covering the log range [From, To].
+type Block struct {
+	EventSeq int64    `json:"event_seq"`
+	Kind     Strategy `json:"kind"` // observe, or archive/mask for a catalogue
+	From     int64    `json:"from"`
+	To       int64    `json:"to"`
+	Text     string   `json:"text"`
+	Tokens   int      `json:"tokens"`
+}
+
+// MaskedData is the payload of a "masked" event.
+type MaskedData struct {
+	Seqs []int64 `json:"seqs"`
+}
+
+// CompactedData is the payload of a "compacted" event: the range that left
+// the window and what replaces it.
+type CompactedData struct {
+	Strategy     Strategy `json:"strategy"`
+	From         int64    `json:"from_seq"`
+	To           int64    `json:"to_seq"`
+	Text         string   `json:"text"`
+	TokensBefore int      `json:"tokens_before"` // tokens of the messages that left
+	TokensAfter  int      `json:"tokens_after"`  // tokens of Text
+	Model        string   `json:"model,omitempty"`
+	Fallback     string   `json:"fallback,omitempty"` // why the summarizer was not used
+	DurationMS   int64    `json:"duration_ms,omitempty"`
+	CostUSD      float64  `json:"cost_usd,omitempty"`
+	Masked       int      `json:"masked,omitempty"` // placeholders made in the same step
+}
+
+// ReflectedData is the payload of a "reflected" event: blocks (named by the
+// seqs of their events) condensed into one.
+type ReflectedData struct {
+	Replaces     []int64 `json:"replaces"`
+	From         int64   `json:"from_seq"`
+	To           int64   `json:"to_seq"`
+	Text         string  `json:"text"`
+	TokensBefore int     `json:"tokens_before"`
+	TokensAfter  int     `json:"tokens_after"`
+	Level        int     `json:"level,omitempty"`
+	Model        string  `json:"model,omitempty"`
+	Fallback     string  `json:"fallback,omitempty"`
+	DurationMS   int64   `json:"duration_ms,omitempty"`
+}
+
+// State is the materialised window of one thread. It is not safe for
+// concurrent use; the caller serialises access per thread.
+type State struct {
+	policy Policy
+	budget int // usable budget: context window - reserve
+	sizer  Sizer
+
+	lastSeq  int64
+	head     []*Item
+	headDone bool
+	blocks   []Block
+	tail     []*Item
+
+	headTok, memTok, tailTok int
+	memMsg                   *message.Message
+
+	// out caches the rendered messages of head, memory and tail (without
+	// the repair suffix); only ever appended to between compactions.
+	out []message.Message
+
+	calls   map[string]string // every call id seen -> tool name
+	pending map[string]bool   // calls in the tail still waiting for a result
+	bySeq   map[int64]*Item   // tail items by seq
+
+	// accounting
+	messages      int64 // message events applied
+	threadTokens  int64 // raw tokens of every message
+	dropped       []string
+	compactions   int
+	reflections   int
+	lastCompacted int64 // seq of the last compacted event
+}
+
+// NewState returns an empty state for a thread with policy p and a usable
+// budget (context window minus reserved output) of budget tokens.
+func NewState(p Policy, budget int, sz Sizer) (*State, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if budget <= 0 {
+		return nil, &FieldError{"budget_tokens", fmt.Sprintf("usable budget %d: the context window must exceed reserve_output_tokens", budget)}
+	}
+	if t := p.Trigger.TokensOf(budget); p.Trigger.Tokens > 0 && t > budget {
+		return nil, &FieldError{"trigger", fmt.Sprintf("%d tokens is above the usable budget %d", t, budget)}
+	}
+	return &State{
+		policy:  p,
+		budget:  budget,
+		sizer:   sz,
+		calls:   map[string]string{},
+		pending: map[string]bool{},
+		bySeq:   map[int64]*Item{},
+	}, nil
+}
+
+// Policy returns the state's policy.
+func (s *State) Policy() Policy { return s.policy }
+
+// Budget returns the usable budget in tokens.
+func (s *State) Budget() int { return s.budget }
+
+// LastSeq returns the seq of the last event applied.
+func (s *State) LastSeq() int64 { return s.lastSeq }
+
+// Compactions returns how many compacted events were applied.
+func (s *State) Compactions() int { return s.compactions }
+
+// Blocks returns the memory block's entries, oldest first.
+func (s *State) Blocks() []Block { return append([]Block(nil), s.blocks...) }
+
+// evictLimit is the size over which a tool result is evicted: the policy's
+// threshold, never more than a quarter of the budget.
+func (s *State) evictLimit() int {
+	return min(s.policy.EvictOverTokens, s.budget/4)
+}
+
+// Apply folds one log event into the state. Events must come in seq order;
+// an event at or below LastSeq is ignored (catching up twice is harmless).
+func (s *State) Apply(ev store.Event) error {
+	if ev.Seq <= s.lastSeq {
+		return nil
+	}
+	if ev.Seq != s.lastSeq+1 {
+		return fmt.Errorf("window: event seq %d after %d: the log has a gap", ev.Seq, s.lastSeq)
+	}
+	s.lastSeq = ev.Seq
+	switch ev.Kind {
+	case store.KindMessage:
+		if ev.Message == nil {
+			return fmt.Errorf("window: message event %d has no message", ev.Seq)
+		}
+		s.applyMessage(ev)
+	case store.KindMasked:
+		var d MaskedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return fmt.Errorf("window: masked event %d: %w", ev.Seq, err)
+		}
+		s.applyMask(d.Seqs)
+	case store.KindCompacted:
+		var d CompactedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return fmt.Errorf("window: compacted event %d: %w", ev.Seq, err)
+		}
+		s.applyCompacted(ev.Seq, d)
+	case store.KindReflected:
+		var d ReflectedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return fmt.Errorf("window: reflected event %d: %w", ev.Seq, err)
+		}
+		s.applyReflected(ev.Seq, d)
+	}
+	return nil
+}
+
+func (s *State) applyMessage(ev store.Event) {
+	m := ev.Message
+	s.messages++
+	it := &Item{Seq: ev.Seq, Ref: ev.Ref, At: ev.At.Unix(), Msg: m, Form: Raw}
+	raw := s.sizer.Message(ev.Ref, *m)
+	s.threadTokens += int64(raw)
+
+	if s.policy.PinHead && !s.headDone {
+		it.Out, it.Tokens = *m, raw
+		s.noteCalls(m)
+		s.head = append(s.head, it)
+		s.headTok += it.Tokens
+		s.out = append(s.out, it.Out)
+		if m.StartsTurn() {
+			s.headDone = true
+		}
+		return
+	}
+
+	out, orphans, tools := s.resolveResults(m)
+	it.Tools = tools
+	// A message that is not a tool result closes the previous step: calls
+	// still unanswered get a synthetic result right after that step.
+	if !m.IsToolResult() && len(s.pending) > 0 {
+		s.closeDangling()
+	}
+	// A cut may fall before a message that opens a turn or a step, unless it
+	// answers calls made before it (an Anthropic user message may mix tool
+	// results and text).
+	if (m.StartsTurn() || m.Role == message.Assistant) && len(m.ToolResults()) == 0 {
+		it.Boundary = true
+	}
+	for _, p := range m.Parts {
+		if p.Type == message.ToolCall {
+			s.calls[p.ToolCallID] = p.ToolName
+			s.pending[p.ToolCallID] = true
+		}
+	}
+	switch {
+	case out == nil:
+		it.Form = Dropped
+		s.dropped = append(s.dropped, ev.Ref)
+	case orphans > 0:
+		it.Out, it.Tokens = *out, s.sizer.Message(ev.Ref+"#repaired", *out)
+	default:
+		it.Out, it.Tokens = *m, raw
+	}
+	if it.Form == Raw && len(tools) > 0 && it.Tokens > s.evictLimit() {
+		it.Form = Evicted
+		it.Out = evictedForm(it, s.policy.PreviewLines, s.evictLimit())
+		it.Tokens = s.sizer.Message(ev.Ref+"#evicted", it.Out)
+	}
+	s.tail = append(s.tail, it)
+	s.bySeq[it.Seq] = it
+	if it.Form != Dropped {
+		s.tailTok += it.Tokens
+		s.out = append(s.out, it.Out)
+	}
+}
+
+// closeDangling answers every pending call with a synthetic result, attached
+// after the last shown item of the tail, in call order.
+func (s *State) closeDangling() {
+	var last *Item
+	for i := len(s.tail) - 1; i >= 0; i-- {
+		if s.tail[i].Form != Dropped {
+			last = s.tail[i]
+			break
+		}
+	}
+	ids := s.pendingInOrder()
+	clear(s.pending)
+	if last == nil {
+		return
+	}
+	for _, id := range ids {
+		m := message.NewToolResult(id, UnavailableResult)
+		n := s.sizer.Message("", m)
+		last.Post = append(last.Post, m)
+		last.PostTokens += n
+		s.tailTok += n
+		s.out = append(s.out, m)
+	}
+}
+
+// pendingInOrder lists the pending call ids in the order they were made.
+func (s *State) pendingInOrder() []string {
+	var ids []string
+	for i := len(s.tail) - 1; i >= 0 && len(ids) < len(s.pending); i-- {
+		calls := s.tail[i].Msg.ToolCalls()
+		for j := len(calls) - 1; j >= 0; j-- {
+			if s.pending[calls[j].ToolCallID] {
+				ids = append(ids, calls[j].ToolCallID)
+			}
+		}
+	}
+	slices.Reverse(ids)
+	return ids
+}
+
+func (s *State) noteCalls(m *message.Message) {
+	for _, p := range m.Parts {
+		if p.Type == message.ToolCall {
+			s.calls[p.ToolCallID] = p.ToolName
+		}
+	}
+}
+
+// resolveResults pairs a message's tool results with known calls. It returns
+// the message to show (nil if nothing is left once orphan results are
+// removed), how many orphans it removed, and the tool names answered.
+func (s *State) resolveResults(m *message.Message) (*message.Message, int, []string) {
+	orphans := 0
+	var tools []string
+	for _, p := range m.Parts {
+		if p.Type != message.ToolResult {
+			continue
+		}
+		name, ok := s.calls[p.ToolCallID]
+		if !ok {
+			orphans++
+			continue
+		}
+		if name == "" {
+			name = p.ToolName
+		}
+		if name == "" {
+			name = "tool"
+		}
+		tools = append(tools, name)
+		delete(s.pending, p.ToolCallID)
+	}
+	if orphans == 0 {
+		return m, 0, tools
+	}
+	c := m.Clone()
+	c.Parts = c.Parts[:0]
+	for _, p := range m.Parts {
+		if p.Type == message.ToolResult {
+			if _, ok := s.calls[p.ToolCallID]; !ok {
+				continue
+			}
+		}
+		c.Parts = append(c.Parts, p)
+	}
+	if len(c.Parts) == 0 {
+		return nil, orphans, nil
+	}
+	return &c, orphans, tools
+}
+
+func (s *State) applyMask(seqs []int64) {
+	changed := false
+	for _, q := range seqs {
+		it := s.bySeq[q]
+		if it == nil || it.Form == Masked || it.Form == Dropped || len(it.Tools) == 0 {
+			continue
+		}
+		s.tailTok -= it.Tokens
+		it.Form = Masked
+		it.Out = maskedForm(it)
+		it.Tokens = s.sizer.Message(it.Ref+"#masked", it.Out)
+		s.tailTok += it.Tokens
+		changed = true
+	}
+	if changed {
+		s.rebuildOut()
+	}
+}
+
+func (s *State) applyCompacted(seq int64, d CompactedData) {
+	s.compactions++
+	s.lastCompacted = seq
+	keep := s.tail[:0:0]
+	for _, it := range s.tail {
+		if it.Seq >= d.From && it.Seq <= d.To {
+			s.tailTok -= it.cost()
+			delete(s.bySeq, it.Seq)
+			for _, p := range it.Msg.Parts {
+				if p.Type == message.ToolCall {
+					delete(s.pending, p.ToolCallID)
+				}
+			}
+			continue
+		}
+		keep = append(keep, it)
+	}
+	s.tail = keep
+	s.blocks = append(s.blocks, Block{EventSeq: seq, Kind: d.Strategy, From: d.From, To: d.To, Text: d.Text})
+	s.rebuildMemory()
+	s.rebuildOut()
+}
+
+func (s *State) applyReflected(seq int64, d ReflectedData) {
+	s.reflections++
+	drop := map[int64]bool{}
+	for _, q := range d.Replaces {
+		drop[q] = true
+	}
+	var kept []Block
+	inserted := false
+	for _, b := range s.blocks {
+		if drop[b.EventSeq] {
+			if !inserted {
+				kept = append(kept, Block{EventSeq: seq, Kind: Observe, From: d.From, To: d.To, Text: d.Text})
+				inserted = true
+			}
+			continue
+		}
+		kept = append(kept, b)
+	}
+	if !inserted {
+		kept = append(kept, Block{EventSeq: seq, Kind: Observe, From: d.From, To: d.To, Text: d.Text})
+	}
+	s.blocks = kept
+	s.rebuildMemory()
+	s.rebuildOut()
+}
+
+func (s *State) rebuildMemory() {
+	for i := range s.blocks {
+		if s.blocks[i].Tokens == 0 {
+			s.blocks[i].Tokens = s.sizer.Text(s.blocks[i].Text)
+		}
+	}
+	if len(s.blocks) == 0 {
+		s.memMsg, s.memTok = nil, 0
+		return
+	}
+	m := memoryMessage(s.blocks)
+	s.memMsg = &m
+	s.memTok = s.sizer.Message(fmt.Sprintf("memory#%d", s.blocks[len(s.blocks)-1].EventSeq), m)
+}
+
+// rebuildOut renders the window anew; only compaction and masking call it.
+func (s *State) rebuildOut() {
+	out := make([]message.Message, 0, len(s.head)+1+len(s.tail)+16)
+	for _, it := range s.head {
+		out = append(out, it.Out)
+	}
+	if s.memMsg != nil {
+		out = append(out, *s.memMsg)
+	}
+	for _, it := range s.tail {
+		if it.Form != Dropped {
+			out = append(out, it.Out)
+		}
+		out = append(out, it.Post...)
+	}
+	s.out = out
+}
