@@ -1,0 +1,428 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mnemehq/mneme/store"
+)
+
+const maxLimit = 1000
+
+// Search implements store.Archive: BM25 over the tenant's own documents (the
+// statistics are per tenant, so scores reveal nothing of other tenants).
+func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery) ([]store.Hit, error) {
+	if err := checkSearch(tenantID, q); err != nil {
+		return nil, err
+	}
+	pq, err := store.ParseQuery(q.Text)
+	if err != nil || pq.Empty() {
+		return nil, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 10
+	}
+	limit = min(limit, maxLimit)
+
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	t := s.tenants[tenantID]
+	if t == nil || len(t.docs) == 0 {
+		return nil, nil
+	}
+	N := len(t.docs)
+	avgdl := float64(t.totalLen) / float64(N)
+	termDocs := make([]map[docID]int, len(pq.Terms))
+	for i, term := range pq.Terms {
+		termDocs[i] = t.phraseDocs(term.Tokens)
+	}
+	candidates := map[docID]bool{}
+	hasReq := len(pq.Required()) > 0
+	for i, term := range pq.Terms {
+		if term.Required || !hasReq {
+			for id := range termDocs[i] {
+				candidates[id] = true
+			}
+			if hasReq {
+				break // every hit contains the first required term
+			}
+		}
+	}
+	type scored struct {
+		id    docID
+		score float64
+	}
+	var found []scored
+	for id := range candidates {
+		ok := true
+		for i, term := range pq.Terms {
+			if term.Required && termDocs[i][id] == 0 {
+				ok = false
+				break
+			}
+		}
+		d := t.docs[id]
+		if !ok || !pq.MatchesVerbatim(d.text) {
+			continue
+		}
+		se := t.threads[id.thread].events[id.seq-1]
+		if !keep(q, id, se) {
+			continue
+		}
+		var score float64
+		for i := range pq.Terms {
+			score += store.BM25(termDocs[i][id], len(d.tokens), len(termDocs[i]), N, avgdl)
+		}
+		found = append(found, scored{id, score})
+	}
+	sort.Slice(found, func(i, j int) bool {
+		a, b := found[i], found[j]
+		if a.score != b.score {
+			return a.score > b.score
+		}
+		if a.id.thread != b.id.thread {
+			return a.id.thread < b.id.thread
+		}
+		return a.id.seq < b.id.seq
+	})
+	if len(found) > limit {
+		found = found[:limit]
+	}
+	hits := make([]store.Hit, len(found))
+	for i, f := range found {
+		se := t.threads[f.id.thread].events[f.id.seq-1]
+		hits[i] = store.Hit{
+			Thread: f.id.thread, Ref: se.ev.Ref, Seq: se.ev.Seq,
+			Role: se.role, Tool: se.tool, At: se.ev.At,
+			Snippet: store.Snippet(t.docs[f.id].text, pq, 0),
+			Score:   f.score,
+		}
+	}
+	return hits, nil
+}
+
+func checkSearch(tenantID string, q store.SearchQuery) error {
+	if err := store.CheckScope(tenantID, "-"); err != nil {
+		return err
+	}
+	if len(q.Thread) > 256 || len(q.Tool) > 256 {
+		return fmt.Errorf("%w: thread or tool filter too long", store.ErrInvalid)
+	}
+	if q.Role != "" && !q.Role.Valid() {
+		return fmt.Errorf("%w: unknown role %q", store.ErrInvalid, q.Role)
+	}
+	if q.FromSeq < 0 || q.ToSeq < 0 {
+		return fmt.Errorf("%w: negative seq bound", store.ErrInvalid)
+	}
+	return nil
+}
+
+func keep(q store.SearchQuery, id docID, se storedEvent) bool {
+	switch {
+	case q.Thread != "" && id.thread != q.Thread,
+		q.Role != "" && se.role != q.Role,
+		q.Tool != "" && se.tool != q.Tool,
+		q.FromSeq > 0 && id.seq < q.FromSeq,
+		q.ToSeq > 0 && id.seq > q.ToSeq,
+		!q.Since.IsZero() && se.ev.At.Before(q.Since),
+		!q.Until.IsZero() && se.ev.At.After(q.Until):
+		return false
+	}
+	return true
+}
+
+// phraseDocs returns, for every document containing the phrase, how many
+// times it does.
+func (t *tenant) phraseDocs(phrase []string) map[docID]int {
+	first := t.postings[phrase[0]]
+	if len(phrase) == 1 {
+		return first
+	}
+	out := map[docID]int{}
+	for id := range first {
+		all := true
+		for _, tok := range phrase[1:] {
+			if t.postings[tok][id] == 0 {
+				all = false
+				break
+			}
+		}
+		if !all {
+			continue
+		}
+		if n := store.PhraseCount(t.docs[id].tokens, phrase); n > 0 {
+			out[id] = n
+		}
+	}
+	return out
+}
+
+func memKey(ns []string, key string) string { return store.JoinNamespace(ns) + "\x00" + key }
+
+func copyItem(it *store.Item) store.Item {
+	c := *it
+	c.Namespace = append([]string(nil), it.Namespace...)
+	c.Value = append(json.RawMessage(nil), it.Value...)
+	return c
+}
+
+// purge drops the tenant's expired memories; the caller holds the write lock.
+func (t *tenant) purge(now time.Time) {
+	for k, it := range t.memories {
+		if store.Expired(it.Expires, now) {
+			delete(t.memories, k)
+		}
+	}
+}
+
+// PutMemory implements store.Memories.
+func (s *Store) PutMemory(ctx context.Context, tenantID string, it store.Item) (store.Item, error) {
+	if err := store.CheckItem(tenantID, it); err != nil {
+		return store.Item{}, err
+	}
+	if it.Value == nil {
+		return store.Item{}, fmt.Errorf("%w: memory value is empty", store.ErrInvalid)
+	}
+	now := s.clock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.Item{}, errClosed
+	}
+	t := s.tenant(tenantID, true)
+	t.purge(now)
+	k := memKey(it.Namespace, it.Key)
+	stored := copyItem(&it)
+	stored.Score = 0
+	stored.Created, stored.Updated = now, now
+	if old := t.memories[k]; old != nil {
+		stored.Created = old.Created
+	}
+	if !stored.Expires.IsZero() {
+		stored.Expires = stored.Expires.UTC().Round(0)
+	}
+	t.memories[k] = &stored
+	return copyItem(&stored), nil
+}
+
+// GetMemory implements store.Memories.
+func (s *Store) GetMemory(ctx context.Context, tenantID string, namespace []string, key string) (store.Item, error) {
+	if err := checkItemRef(tenantID, namespace, key); err != nil {
+		return store.Item{}, err
+	}
+	now := s.clock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.Item{}, errClosed
+	}
+	t := s.tenants[tenantID]
+	if t == nil {
+		return store.Item{}, store.ErrNotFound
+	}
+	it := t.memories[memKey(namespace, key)]
+	if it == nil || store.Expired(it.Expires, now) {
+		return store.Item{}, store.ErrNotFound
+	}
+	return copyItem(it), nil
+}
+
+func checkItemRef(tenantID string, namespace []string, key string) error {
+	if err := store.CheckScope(tenantID, "-"); err != nil {
+		return err
+	}
+	if err := store.CheckNamespace(namespace, false); err != nil {
+		return err
+	}
+	return store.CheckKey(key, nil)
+}
+
+// DeleteMemory implements store.Memories.
+func (s *Store) DeleteMemory(ctx context.Context, tenantID string, namespace []string, key string) error {
+	if err := checkItemRef(tenantID, namespace, key); err != nil {
+		return err
+	}
+	now := s.clock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	t := s.tenants[tenantID]
+	if t == nil {
+		return store.ErrNotFound
+	}
+	t.purge(now)
+	k := memKey(namespace, key)
+	if t.memories[k] == nil {
+		return store.ErrNotFound
+	}
+	delete(t.memories, k)
+	return nil
+}
+
+// SearchMemory implements store.Memories.
+func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.MemoryQuery) ([]store.Item, error) {
+	if err := store.CheckScope(tenantID, "-"); err != nil {
+		return nil, err
+	}
+	if err := store.CheckNamespace(q.Prefix, true); err != nil {
+		return nil, err
+	}
+	if q.Offset < 0 {
+		return nil, fmt.Errorf("%w: negative offset", store.ErrInvalid)
+	}
+	filter, err := store.CompileFilter(q.Filter)
+	if err != nil {
+		return nil, err
+	}
+	var pq store.ParsedQuery
+	if q.Text != "" {
+		if pq, err = store.ParseQuery(q.Text); err != nil || pq.Empty() {
+			return nil, err
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 10
+	}
+	limit = min(limit, maxLimit)
+	now := s.clock()
+	prefix := store.JoinNamespace(q.Prefix)
+
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	t := s.tenants[tenantID]
+	if t == nil {
+		return nil, nil
+	}
+	var items []store.Item
+	for k, it := range t.memories {
+		if strings.HasPrefix(k, prefix) && !store.Expired(it.Expires, now) {
+			items = append(items, copyItem(it))
+		}
+	}
+	if q.Text != "" {
+		items = rankMemories(items, pq)
+	}
+	var out []store.Item
+	for _, it := range items {
+		if !filter.Match(it.Value) {
+			continue
+		}
+		out = append(out, it)
+	}
+	if q.Text == "" {
+		sort.Slice(out, func(i, j int) bool { return newer(out[i], out[j]) })
+	}
+	if q.Offset >= len(out) {
+		return nil, nil
+	}
+	out = out[q.Offset:]
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func newer(a, b store.Item) bool {
+	if !a.Updated.Equal(b.Updated) {
+		return a.Updated.After(b.Updated)
+	}
+	return memKey(a.Namespace, a.Key) < memKey(b.Namespace, b.Key)
+}
+
+// rankMemories keeps the items matching pq, best first, Score set; the BM25
+// statistics are those of the items under the searched prefix.
+func rankMemories(items []store.Item, pq store.ParsedQuery) []store.Item {
+	texts := make([]string, len(items))
+	toks := make([][]string, len(items))
+	total := 0
+	for i, it := range items {
+		texts[i] = store.MemoryText(it.Key, it.Value)
+		toks[i] = store.Tokenize(texts[i])
+		total += len(toks[i])
+	}
+	N := len(items)
+	if N == 0 {
+		return nil
+	}
+	avgdl := float64(total) / float64(N)
+	tf := make([][]int, len(pq.Terms))
+	df := make([]int, len(pq.Terms))
+	for j, term := range pq.Terms {
+		tf[j] = make([]int, N)
+		for i := range items {
+			if n := store.PhraseCount(toks[i], term.Tokens); n > 0 {
+				tf[j][i] = n
+				df[j]++
+			}
+		}
+	}
+	hasReq := len(pq.Required()) > 0
+	var out []store.Item
+	for i, it := range items {
+		matched, ok := false, true
+		var score float64
+		for j, term := range pq.Terms {
+			if term.Required && tf[j][i] == 0 {
+				ok = false
+			}
+			matched = matched || tf[j][i] > 0
+			score += store.BM25(tf[j][i], len(toks[i]), df[j], N, avgdl)
+		}
+		if !ok || (!hasReq && !matched) || !pq.MatchesVerbatim(texts[i]) {
+			continue
+		}
+		it.Score = score
+		out = append(out, it)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Score != out[j].Score {
+			return out[i].Score > out[j].Score
+		}
+		return newer(out[i], out[j])
+	})
+	return out
+}
+
+// DeleteNamespace implements store.Memories. The prefix must not be empty.
+func (s *Store) DeleteNamespace(ctx context.Context, tenantID string, prefix []string) (int, error) {
+	if err := store.CheckScope(tenantID, "-"); err != nil {
+		return 0, err
+	}
+	if err := store.CheckNamespace(prefix, false); err != nil {
+		return 0, err
+	}
+	now := s.clock()
+	p := store.JoinNamespace(prefix)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, errClosed
+	}
+	t := s.tenants[tenantID]
+	if t == nil {
+		return 0, nil
+	}
+	t.purge(now)
+	n := 0
+	for k := range t.memories {
+		if strings.HasPrefix(k, p) {
+			delete(t.memories, k)
+			n++
+		}
+	}
+	return n, nil
+}
