@@ -1,0 +1,261 @@
+package fakellm
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// anthropicRequest is the part of a Messages request the server reads.
+type anthropicRequest struct {
+	Model     *string          `json:"model"`
+	Messages  []map[string]any `json:"messages"`
+	System    any              `json:"system"`
+	MaxTokens *int             `json:"max_tokens"`
+	Stream    *bool            `json:"stream"`
+	Tools     []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+}
+
+// parseAnthropic decodes and validates a Messages (or count_tokens) request
+// the way the real API does, writing the 400 itself when it fails.
+func parseAnthropic(w http.ResponseWriter, r *http.Request, body []byte, needMaxTokens bool) (Request, bool) {
+	var in anthropicRequest
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		writeError(w, APIAnthropic, http.StatusBadRequest, "There was an error parsing the body of your request: "+err.Error())
+		return Request{}, false
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		writeError(w, APIAnthropic, http.StatusBadRequest, "Invalid request: "+err.Error())
+		return Request{}, false
+	}
+	var missing []string
+	if in.Model == nil {
+		missing = append(missing, "model: Field required")
+	}
+	if in.Messages == nil {
+		missing = append(missing, "messages: Field required")
+	}
+	if needMaxTokens && in.MaxTokens == nil {
+		missing = append(missing, "max_tokens: Field required")
+	}
+	if len(missing) > 0 {
+		writeError(w, APIAnthropic, http.StatusBadRequest, strings.Join(missing, "; "))
+		return Request{}, false
+	}
+	if *in.Model == "" {
+		writeError(w, APIAnthropic, http.StatusBadRequest, "model: String should have at least 1 character")
+		return Request{}, false
+	}
+	if needMaxTokens && *in.MaxTokens < 1 {
+		writeError(w, APIAnthropic, http.StatusBadRequest, "max_tokens: Input should be greater than or equal to 1")
+		return Request{}, false
+	}
+	if msg := validateAnthropicMessages(in.Messages); msg != "" {
+		writeError(w, APIAnthropic, http.StatusBadRequest, msg)
+		return Request{}, false
+	}
+	req := Request{
+		API:        APIAnthropic,
+		Model:      *in.Model,
+		Stream:     in.Stream != nil && *in.Stream,
+		Body:       body,
+		Messages:   in.Messages,
+		System:     contentText(in.System),
+		Header:     r.Header.Clone(),
+		toolTokens: roughTokens(string(raw["tools"])),
+	}
+	if in.MaxTokens != nil {
+		req.MaxTokens = *in.MaxTokens
+	}
+	for _, m := range in.Messages {
+		if m["role"] == "user" {
+			if t := userText(m["content"]); strings.TrimSpace(t) != "" {
+				req.LastUserText = t
+			}
+		}
+	}
+	for _, t := range in.Tools {
+		req.Tools = append(req.Tools, t.Name)
+	}
+	return req, true
+}
+
+// validateAnthropicMessages checks roles and tool pairing as the Messages API
+// does: the tool_use blocks of an assistant message must each have a
+// tool_result in the next message, and every tool_result must answer a
+// tool_use of the previous message.
+func validateAnthropicMessages(msgs []map[string]any) string {
+	var prevUses map[string]bool
+	for i, m := range msgs {
+		role, _ := m["role"].(string)
+		if role != "user" && role != "assistant" {
+			return fmt.Sprintf("messages.%d.role: Input should be 'user' or 'assistant'", i)
+		}
+		if _, ok := m["content"]; !ok {
+			return fmt.Sprintf("messages.%d.content: Field required", i)
+		}
+		blocks, _ := m["content"].([]any)
+		uses := map[string]bool{}
+		answered := map[string]bool{}
+		for j, b := range blocks {
+			bm, _ := b.(map[string]any)
+			switch bm["type"] {
+			case "tool_use":
+				id, _ := bm["id"].(string)
+				uses[id] = true
+			case "tool_result":
+				id, _ := bm["tool_use_id"].(string)
+				if !prevUses[id] {
+					return fmt.Sprintf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, id)
+				}
+				answered[id] = true
+			}
+		}
+		var unanswered []string
+		for id := range prevUses {
+			if !answered[id] {
+				unanswered = append(unanswered, id)
+			}
+		}
+		if len(unanswered) > 0 {
+			return fmt.Sprintf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i-1, strings.Join(slices.Sorted(slices.Values(unanswered)), ", "))
+		}
+		prevUses = uses
+	}
+	return ""
+}
+
+func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, body []byte) {
+	req, ok := parseAnthropic(w, r, body, true)
+	if !ok {
+		return
+	}
+	rep, ok := s.replyFor(w, r, req)
+	if !ok {
+		return
+	}
+	a := resolve(APIAnthropic, req, rep)
+	id := newID("msg_")
+	w.Header().Set("Request-Id", newID("req_"))
+	if req.Stream {
+		streamAnthropic(w, r, req, rep, a, id)
+		return
+	}
+	content := []any{}
+	if a.text != "" {
+		content = append(content, map[string]any{"type": "text", "text": a.text})
+	}
+	for _, c := range a.calls {
+		content = append(content, map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": toolInput(c.Arguments)})
+	}
+	obj := map[string]any{
+		"id": id, "type": "message", "role": "assistant", "model": req.Model,
+		"content": content, "stop_reason": a.stop, "stop_sequence": nil,
+		"usage": anthropicUsage(a.in, a.out),
+	}
+	if rep.CutAfter > 0 {
+		b, _ := json.Marshal(obj)
+		writeCut(w, b)
+		return
+	}
+	writeJSON(w, http.StatusOK, obj)
+}
+
+// toolInput returns arguments as a JSON object, or {} when they are not one.
+func toolInput(args string) json.RawMessage {
+	var obj map[string]any
+	if json.Unmarshal([]byte(args), &obj) != nil || obj == nil {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(args)
+}
+
+func anthropicUsage(in, out int) map[string]any {
+	return map[string]any{
+		"input_tokens": in, "output_tokens": out,
+		"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+		"service_tier": "standard",
+	}
+}
+
+// streamAnthropic sends the answer as Messages stream events:
+// message_start, then per content block content_block_start (a ping after
+// the first), its deltas and content_block_stop, then message_delta and
+// message_stop.
+func streamAnthropic(w http.ResponseWriter, r *http.Request, req Request, rep Reply, a answer, id string) {
+	ev := newSSE(w, r, rep)
+	start := map[string]any{"type": "message_start", "message": map[string]any{
+		"id": id, "type": "message", "role": "assistant", "model": req.Model,
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+		"usage": anthropicUsage(a.in, 1),
+	}}
+	if !ev.sendJSON("message_start", start) {
+		return
+	}
+	if rep.Malformed && !ev.send("content_block_start", `{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "unterminated`) {
+		return
+	}
+	pinged := false
+	ping := func() bool {
+		if pinged {
+			return true
+		}
+		pinged = true
+		return ev.send("ping", `{"type": "ping"}`)
+	}
+	index := 0
+	block := func(startBlock map[string]any, deltas []map[string]any) bool {
+		if !ev.sendJSON("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": startBlock}) || !ping() {
+			return false
+		}
+		for _, d := range deltas {
+			if !ev.sendJSON("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d}) {
+				return false
+			}
+		}
+		ok := ev.sendJSON("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+		return ok
+	}
+	if a.text != "" {
+		var deltas []map[string]any
+		for _, piece := range splitChunks(a.text) {
+			deltas = append(deltas, map[string]any{"type": "text_delta", "text": piece})
+		}
+		if !block(map[string]any{"type": "text", "text": ""}, deltas) {
+			return
+		}
+	}
+	for _, c := range a.calls {
+		deltas := []map[string]any{{"type": "input_json_delta", "partial_json": ""}}
+		for _, frag := range splitChunks(c.Arguments) {
+			deltas = append(deltas, map[string]any{"type": "input_json_delta", "partial_json": frag})
+		}
+		if !block(map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": map[string]any{}}, deltas) {
+			return
+		}
+	}
+	if !ping() {
+		return
+	}
+	delta := map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": a.stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": a.out}}
+	if !ev.sendJSON("message_delta", delta) {
+		return
+	}
+	ev.send("message_stop", `{"type": "message_stop"}`)
+}
+
+func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, body []byte) {
+	req, ok := parseAnthropic(w, r, body, false)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"input_tokens": promptTokens(req)})
+}
