@@ -1,0 +1,103 @@
+package token
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/mnemehq/mneme/message"
+)
+
+// DefaultCacheSize is the number of counts a Cache made by NewCache keeps:
+// about 100 bytes each with a log ref as key, so some 25 MB at most.
+const DefaultCacheSize = 1 << 18
+
+// Cache remembers MessageTokens per (counter, message identity), so that
+// counting a thread again costs a map lookup per unchanged message. It is
+// safe for concurrent use; the zero value is a cache of DefaultCacheSize.
+//
+// Memory is bounded with two generations: entries go into the current
+// generation; when it holds half the size, it becomes the old generation
+// (the previous old one is dropped) and a new one starts. A hit in the old
+// generation is copied to the current one, so what is still in use
+// survives; at most size entries are held.
+type Cache struct {
+	mu       sync.RWMutex
+	size     int
+	cur, old map[string]int
+}
+
+// NewCache returns a cache of DefaultCacheSize entries.
+func NewCache() *Cache { return NewCacheSize(DefaultCacheSize) }
+
+// NewCacheSize returns a cache that holds at most size counts (at least 2).
+func NewCacheSize(size int) *Cache { return &Cache{size: max(size, 2)} }
+
+// MessageTokens returns MessageTokens(cnt, m), computed once per counter
+// and key. key is a stable identity of the message (its log ref); the
+// caller promises that one key always names the same message. With key ""
+// the identity is a SHA-256 of the message's JSON, which costs far less than
+// counting but more than a lookup.
+func (c *Cache) MessageTokens(cnt Counter, key string, m message.Message) int {
+	if key == "" {
+		key = contentKey(m)
+	}
+	k := cnt.Name() + "\x00" + key
+	c.mu.RLock()
+	n, ok := c.cur[k]
+	c.mu.RUnlock()
+	if ok {
+		return n
+	}
+	c.mu.Lock()
+	if n, ok = c.old[k]; ok {
+		c.put(k, n)
+	}
+	c.mu.Unlock()
+	if ok {
+		return n
+	}
+	// Count outside the lock: two goroutines may count the same message at
+	// once, and both get the same answer.
+	n = MessageTokens(cnt, m)
+	c.mu.Lock()
+	c.put(k, n)
+	c.mu.Unlock()
+	return n
+}
+
+// put stores k under c.mu held for writing, rotating generations when the
+// current one is full.
+func (c *Cache) put(k string, n int) {
+	if c.size == 0 {
+		c.size = DefaultCacheSize
+	}
+	if c.cur == nil {
+		c.cur = make(map[string]int)
+	}
+	if len(c.cur) >= c.size/2 {
+		c.old, c.cur = c.cur, make(map[string]int)
+	}
+	c.cur[k] = n
+}
+
+// Len returns the number of entries the cache holds (an entry promoted
+// from the old generation is held twice until the next rotation).
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.cur) + len(c.old)
+}
+
+func contentKey(m message.Message) string {
+	b, err := json.Marshal(m)
+	if err != nil {
+		// Only a message holding invalid raw JSON gets here; its Go syntax
+		// rendition names all of it just as well.
+		b = fmt.Appendf(nil, "%#v", m)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

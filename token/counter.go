@@ -1,0 +1,93 @@
+package token
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/tiktoken-go/tokenizer"
+)
+
+// Counter counts the tokens of a text under one tokenizer. Implementations
+// are safe for concurrent use.
+type Counter interface {
+	// Name is the tokenizer's name, as given to Get ("o200k_base", "claude").
+	Name() string
+	// Count returns the number of tokens of text, never fewer than the
+	// tokenizer it stands for would produce (exactly that number for the
+	// BPE encodings).
+	Count(text string) int
+}
+
+// ErrUnknownTokenizer is returned by Get for a name it does not know.
+var ErrUnknownTokenizer = errors.New("token: unknown tokenizer")
+
+// The exact encodings.
+const (
+	O200kBase  = "o200k_base"
+	Cl100kBase = "cl100k_base"
+)
+
+// Get returns the counter named name: one of Names(). Counters are shared
+// singletons; the BPE vocabularies are built on first use.
+func Get(name string) (Counter, error) {
+	switch name {
+	case O200kBase:
+		return o200k(), nil
+	case Cl100kBase:
+		return cl100k(), nil
+	}
+	if e, ok := estimators[name]; ok {
+		return e, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownTokenizer, name)
+}
+
+// Names lists every tokenizer name Get accepts, sorted.
+func Names() []string {
+	names := []string{O200kBase, Cl100kBase}
+	for n := range estimators {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// bpe counts exactly with one of tiktoken's encodings.
+type bpe struct {
+	name  string
+	codec tokenizer.Codec
+}
+
+func (b *bpe) Name() string { return b.name }
+
+func (b *bpe) Count(text string) int {
+	if text == "" {
+		return 0
+	}
+	n, err := b.codec.Count(text)
+	if err != nil {
+		// Only a regexp engine failure gets here. A byte-level BPE never
+		// makes more tokens than the text has bytes, so the byte length is
+		// a safe answer.
+		return len(text)
+	}
+	return n
+}
+
+func newBPE(enc tokenizer.Encoding) *bpe {
+	c, err := tokenizer.Get(enc)
+	if err != nil {
+		// The encodings named here are compiled into the library.
+		panic(fmt.Sprintf("token: %s missing from tiktoken-go: %v", enc, err))
+	}
+	// tiktoken replaces invalid UTF-8 with U+FFFD before encoding; so do we.
+	c.SetErrorMode(tokenizer.ErrorModeReplace)
+	return &bpe{name: string(enc), codec: c}
+}
+
+var (
+	o200k  = sync.OnceValue(func() *bpe { return newBPE(tokenizer.O200kBase) })
+	cl100k = sync.OnceValue(func() *bpe { return newBPE(tokenizer.Cl100kBase) })
+)
