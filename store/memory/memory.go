@@ -118,7 +118,7 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 	prepared := make([]storedEvent, len(evs))
 	refs := map[string]bool{}
 	for i, ev := range evs {
-		if err := checkEvent(ev); err != nil {
+		if err := store.CheckEvent(ev); err != nil {
 			return nil, fmt.Errorf("event %d: %w", i, err)
 		}
 		se := storedEvent{ev: ev}
@@ -232,25 +232,6 @@ func callName(m message.Message, callID string) string {
 		}
 	}
 	return ""
-}
-
-func checkEvent(ev store.Event) error {
-	if !ev.Kind.Valid() {
-		return fmt.Errorf("%w: unknown kind %q", store.ErrInvalid, ev.Kind)
-	}
-	if (ev.Kind == store.KindMessage) != (ev.Message != nil) {
-		return fmt.Errorf("%w: a message event needs a message, other kinds none", store.ErrInvalid)
-	}
-	if ev.Message != nil && !ev.Message.Role.Valid() {
-		return fmt.Errorf("%w: unknown role %q", store.ErrInvalid, ev.Message.Role)
-	}
-	if len(ev.Data) > 0 && !json.Valid(ev.Data) {
-		return fmt.Errorf("%w: event data is not valid JSON", store.ErrInvalid)
-	}
-	if len(ev.Ref) > 256 {
-		return fmt.Errorf("%w: ref longer than 256 bytes", store.ErrInvalid)
-	}
-	return nil
 }
 
 func encodeMessage(m *message.Message) ([]byte, error) {

@@ -16,7 +16,7 @@ const maxLimit = 1000
 // Search implements store.Archive: BM25 over the tenant's own documents (the
 // statistics are per tenant, so scores reveal nothing of other tenants).
 func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery) ([]store.Hit, error) {
-	if err := checkSearch(tenantID, q); err != nil {
+	if err := store.CheckSearch(tenantID, q); err != nil {
 		return nil, err
 	}
 	pq, err := store.ParseQuery(q.Text)
@@ -109,21 +109,6 @@ func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery
 	return hits, nil
 }
 
-func checkSearch(tenantID string, q store.SearchQuery) error {
-	if err := store.CheckScope(tenantID, "-"); err != nil {
-		return err
-	}
-	if len(q.Thread) > 256 || len(q.Tool) > 256 {
-		return fmt.Errorf("%w: thread or tool filter too long", store.ErrInvalid)
-	}
-	if q.Role != "" && !q.Role.Valid() {
-		return fmt.Errorf("%w: unknown role %q", store.ErrInvalid, q.Role)
-	}
-	if q.FromSeq < 0 || q.ToSeq < 0 {
-		return fmt.Errorf("%w: negative seq bound", store.ErrInvalid)
-	}
-	return nil
-}
 
 func keep(q store.SearchQuery, id docID, se storedEvent) bool {
 	switch {

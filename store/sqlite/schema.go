@@ -1,0 +1,122 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migrations are the schema versions, applied in order at Open, each in its
+// own transaction and recorded in schema_migrations. Never edit a released
+// migration: append a new one.
+//
+// Notes on the shape:
+//   - events has an INTEGER PRIMARY KEY (a rowid alias) so that the FTS5
+//     rowid that joins events_fts to it survives VACUUM; (tenant, thread,
+//     seq) is the UNIQUE key the log is read by.
+//   - refs are unique per tenant, not globally, so that a client-chosen ref
+//     colliding with another tenant's tells it nothing (I8).
+//   - times are UTC Unix nanoseconds; 0 is "never" for memories.expires.
+//   - FTS5 secure-delete makes deleted rows' tokens leave the index pages
+//     instead of lingering until the next merge.
+var migrations = []string{
+	1: `
+CREATE TABLE threads (
+	tenant   TEXT    NOT NULL,
+	id       TEXT    NOT NULL,
+	created  INTEGER NOT NULL,
+	updated  INTEGER NOT NULL,
+	last_seq INTEGER NOT NULL,
+	messages INTEGER NOT NULL DEFAULT 0,
+	tokens   INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+CREATE INDEX threads_by_updated ON threads (tenant, updated DESC, id);
+
+CREATE TABLE events (
+	id      INTEGER PRIMARY KEY,
+	tenant  TEXT    NOT NULL,
+	thread  TEXT    NOT NULL,
+	seq     INTEGER NOT NULL,
+	kind    TEXT    NOT NULL,
+	at      INTEGER NOT NULL,
+	ref     TEXT,
+	role    TEXT,
+	tool    TEXT,
+	tokens  INTEGER NOT NULL DEFAULT 0,
+	message TEXT,
+	data    TEXT,
+	UNIQUE (tenant, thread, seq),
+	UNIQUE (tenant, ref),
+	FOREIGN KEY (tenant, thread) REFERENCES threads (tenant, id)
+);
+
+CREATE VIRTUAL TABLE events_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 0');
+INSERT INTO events_fts (events_fts, rank) VALUES ('secure-delete', 1);
+
+CREATE TABLE memories (
+	id        INTEGER PRIMARY KEY,
+	tenant    TEXT    NOT NULL,
+	namespace TEXT    NOT NULL,
+	key       TEXT    NOT NULL,
+	value     TEXT    NOT NULL,
+	created   INTEGER NOT NULL,
+	updated   INTEGER NOT NULL,
+	expires   INTEGER NOT NULL DEFAULT 0,
+	UNIQUE (tenant, namespace, key)
+);
+CREATE INDEX memories_by_updated ON memories (tenant, updated DESC);
+CREATE INDEX memories_by_expiry ON memories (expires) WHERE expires > 0;
+
+CREATE VIRTUAL TABLE memories_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 0');
+INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1);
+`,
+}
+
+// SchemaVersion is the schema version this build writes.
+const SchemaVersion = 1
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	for v := 1; v < len(migrations); v++ {
+		if err := applyMigration(ctx, db, v); err != nil {
+			return fmt.Errorf("migration %d: %w", v, err)
+		}
+	}
+	var have int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return err
+	}
+	if have > SchemaVersion {
+		return fmt.Errorf("database schema version %d is newer than this build's %d", have, SchemaVersion)
+	}
+	return nil
+}
+
+// applyMigration applies version v unless it is recorded; the IMMEDIATE
+// transaction makes two processes opening a new file at once take turns.
+func applyMigration(ctx context.Context, db *sql.DB, v int) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, v).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied) VALUES (?, ?)`, v, time.Now().UnixNano()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
