@@ -109,7 +109,6 @@ func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery
 	return hits, nil
 }
 
-
 func keep(q store.SearchQuery, id docID, se storedEvent) bool {
 	switch {
 	case q.Thread != "" && id.thread != q.Thread,

@@ -134,4 +134,3 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	}
 	return hits, nil
 }
-

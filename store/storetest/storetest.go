@@ -636,7 +636,11 @@ var archive = []struct {
 	{message.Assistant, message.NewText(message.Assistant, "trace_id=checkout-failure-2026-03-15 seen in src/app/main.go line 42")},
 	{message.User, message.NewText(message.User, "checkout failure again: trace id checkout failure 2026 03 15, see src app main go")},
 	{message.User, message.NewText(message.User, "INV-44010 is a different invoice; so is XINV-4401")},
-	{message.Tool, func() message.Message { m := message.NewToolResult("call_b", "docs say: refund within 30 days"); m.Name = "search_docs"; return m }()},
+	{message.Tool, func() message.Message {
+		m := message.NewToolResult("call_b", "docs say: refund within 30 days")
+		m.Name = "search_docs"
+		return m
+	}()},
 }
 
 var archiveBase = time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC)
