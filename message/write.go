@@ -1,0 +1,170 @@
+package message
+
+import (
+	"encoding/json"
+	"slices"
+	"unicode/utf8"
+)
+
+// The encoders write JSON by hand for the same reasons the decoders scan
+// it: raw values (arguments, opaque parts, unknown fields) go out byte for
+// byte instead of being compacted, and the output is deterministic (unknown
+// fields in sorted key order), so a window encodes to the same bytes on
+// every call and provider prompt caches keep hitting.
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json does.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// objw writes one JSON object into a shared buffer and remembers the keys it
+// wrote, so that Wire.Extra never repeats a field the Message models: the
+// modeled value wins.
+type objw struct {
+	b    *[]byte
+	n    int
+	kb   [8]string
+	more []string
+}
+
+func openObject(b *[]byte) *objw {
+	*b = append(*b, '{')
+	return &objw{b: b}
+}
+
+func (o *objw) key(k string) {
+	if o.n > 0 {
+		*o.b = append(*o.b, ',')
+	}
+	if o.n < len(o.kb) {
+		o.kb[o.n] = k
+	} else {
+		o.more = append(o.more, k)
+	}
+	o.n++
+	*o.b = appendString(*o.b, k)
+	*o.b = append(*o.b, ':')
+}
+
+func (o *objw) has(k string) bool {
+	return slices.Contains(o.kb[:min(o.n, len(o.kb))], k) || slices.Contains(o.more, k)
+}
+
+func (o *objw) str(k, v string) {
+	o.key(k)
+	*o.b = appendString(*o.b, v)
+}
+
+func (o *objw) raw(k string, v []byte) {
+	o.key(k)
+	*o.b = append(*o.b, v...)
+}
+
+// extra writes the fields of x not yet written, in key order. With allow
+// set, only those keys are written (unknown fields of one API that the other
+// also takes, such as cache_control).
+func (o *objw) extra(x map[string]json.RawMessage, allow ...string) {
+	if len(x) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(x))
+	for k := range x {
+		if !o.has(k) && (allow == nil || slices.Contains(allow, k)) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		o.raw(k, x[k])
+	}
+}
+
+// members writes the members of the JSON object obj not yet written, in
+// their order. It is how unknown fields of a nested object (an OpenAI
+// tool call's "function", an image part's "image_url") come back: Wire.Extra
+// keeps them under the nested object's key.
+func (o *objw) members(obj []byte) {
+	if len(obj) == 0 {
+		return
+	}
+	var ms []member
+	s := scanner{data: obj}
+	err := s.object(func(k []byte) error {
+		raw, err := s.skip()
+		ms = append(ms, member{key: string(k), raw: raw})
+		return err
+	})
+	if err != nil {
+		return
+	}
+	for _, m := range ms {
+		if !o.has(m.key) {
+			o.raw(m.key, m.raw)
+		}
+	}
+}
+
+func (o *objw) close() { *o.b = append(*o.b, '}') }
+
+// objectOf writes members as a JSON object, in their order (nil when there
+// are none). Of duplicate keys only the last is kept, the one encoding/json
+// would have read.
+func objectOf(ms []member) json.RawMessage {
+	if len(ms) == 0 {
+		return nil
+	}
+	var b []byte
+	o := openObject(&b)
+next:
+	for i, m := range ms {
+		for _, later := range ms[i+1:] {
+			if later.key == m.key {
+				continue next
+			}
+		}
+		o.key(m.key)
+		b = append(b, m.raw...)
+	}
+	o.close()
+	return b
+}
