@@ -1,10 +1,8 @@
 package token
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
+	"encoding/binary"
+	"hash/maphash"
 	"sync"
 
 	"github.com/mnemehq/mneme/message"
@@ -38,8 +36,8 @@ func NewCacheSize(size int) *Cache { return &Cache{size: max(size, 2)} }
 // MessageTokens returns MessageTokens(cnt, m), computed once per counter
 // and key. key is a stable identity of the message (its log ref); the
 // caller promises that one key always names the same message. With key ""
-// the identity is a SHA-256 of the message's JSON, which costs far less than
-// counting but more than a lookup.
+// the identity is a hash of the message's content (see contentKey),
+// which costs far less than counting but more than a lookup.
 func (c *Cache) MessageTokens(cnt Counter, key string, m message.Message) int {
 	if key == "" {
 		key = contentKey(m)
@@ -91,13 +89,57 @@ func (c *Cache) Len() int {
 	return len(c.cur) + len(c.old)
 }
 
+// contentKey names m by a seeded 64-bit maphash of everything
+// MessageTokens reads (role, name, and each part's type, texts, ids,
+// arguments, raw bytes and nested content, every field length-prefixed so
+// that no two messages share an encoding) together with the total length
+// of those fields: two messages share a key only if they have the same
+// length and collide in 64 bits. It is computed directly rather than from
+// the message's JSON because encoding/json alone would cost several percent
+// of counting; the seed is per process because the cache never leaves it.
 func contentKey(m message.Message) string {
-	b, err := json.Marshal(m)
-	if err != nil {
-		// Only a message holding invalid raw JSON gets here; its Go syntax
-		// rendition names all of it just as well.
-		b = fmt.Appendf(nil, "%#v", m)
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	h := keyHash{}
+	h.h.SetSeed(seed)
+	h.str(string(m.Role))
+	h.str(m.Name)
+	h.parts(m.Parts)
+	var k [17]byte
+	k[0] = '#'
+	binary.LittleEndian.PutUint64(k[1:9], h.h.Sum64())
+	binary.LittleEndian.PutUint64(k[9:], uint64(h.n))
+	return string(k[:])
 }
+
+type keyHash struct {
+	h maphash.Hash
+	n int
+}
+
+func (h *keyHash) num(n int) {
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], uint64(n))
+	h.h.Write(buf[:])
+}
+
+func (h *keyHash) str(s string) {
+	h.num(len(s))
+	h.h.WriteString(s)
+	h.n += len(s)
+}
+
+func (h *keyHash) parts(ps []message.Part) {
+	h.num(len(ps))
+	for _, p := range ps {
+		h.str(string(p.Type))
+		h.str(p.Text)
+		h.str(p.ToolCallID)
+		h.str(p.ToolName)
+		h.str(p.Arguments)
+		h.num(len(p.Raw))
+		h.h.Write(p.Raw)
+		h.n += len(p.Raw)
+		h.parts(p.Content)
+	}
+}
+
+var seed = maphash.MakeSeed()

@@ -62,7 +62,6 @@ func TestExactCounts(t *testing.T) {
 	}
 }
 
-
 // TestEstimatorCalibration checks every estimator against its reference
 // tokenizer on every corpus sample (testdata/calibrate.mjs): never fewer
 // tokens, except the documented repeated_word case, which must stay within

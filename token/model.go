@@ -145,7 +145,7 @@ var defaultModels = []Model{
 	{Name: "ministral", Context: 131_072, MaxOutput: 8_192, Tokenizer: "mistral"},
 	{Name: "mixtral", Context: 32_768, MaxOutput: 8_192, Tokenizer: "mistral"},
 	{Name: "codestral", Context: 262_144, MaxOutput: 8_192, Tokenizer: "mistral"},
-	{Name: "magistral", Context: 40_000, MaxOutput: 40_000, Tokenizer: "mistral"},
+	{Name: "magistral", Context: 40_000, MaxOutput: 32_000, Tokenizer: "mistral"},
 	{Name: "devstral", Context: 131_072, MaxOutput: 8_192, Tokenizer: "mistral"},
 	{Name: "pixtral", Context: 131_072, MaxOutput: 8_192, Tokenizer: "mistral"},
 }
