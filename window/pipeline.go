@@ -49,6 +49,9 @@ type Usage struct {
 	Compacted *CompactedData `json:"compacted,omitempty"`
 	Reflected *ReflectedData `json:"reflected,omitempty"`
 	Repaired  int            `json:"repaired,omitempty"` // synthetic results added
+	// Step is set when this call took a compaction step (masking,
+	// compaction or reflection): the only calls whose prefix may change.
+	Step bool `json:"compaction_step,omitempty"`
 }
 
 // Window is what the model sees for the next call.

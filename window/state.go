@@ -470,3 +470,17 @@ func (s *State) rebuildOut() {
 	}
 	s.out = out
 }
+
+// SetPolicy switches the state to policy p with usable budget budget from
+// the next event on: what is already in the window stays as it is (the
+// prefix holds); eviction, triggers and strategy follow p from now.
+func (s *State) SetPolicy(p Policy, budget int) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if budget <= 0 {
+		return &FieldError{"budget_tokens", fmt.Sprintf("usable budget %d: the context window must exceed reserve_output_tokens", budget)}
+	}
+	s.policy, s.budget = p, budget
+	return nil
+}

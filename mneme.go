@@ -1,0 +1,240 @@
+// Package mneme is the context and memory layer for LLM agents: durable,
+// append-only conversation threads, and for every model call a window that
+// fits the budget, keeps its prefix stable for provider caches, repairs tool
+// pairs and loses nothing (see DESIGN.md and its invariants I1–I8).
+//
+// Open a Manager on a store, take a Thread, Append what happens, and ask for
+// the Window before each model call:
+//
+//	m, _ := mneme.Open(ctx, mneme.Config{DSN: "sqlite:./mneme.db"})
+//	t := m.Thread("default", "run-42")
+//	t.Append(ctx, message.NewText(message.User, "Fix INV-4401"))
+//	w, _ := t.Window(ctx, mneme.WindowOptions{})
+//	// send w.Messages to the model, Append its reply
+//
+// The package holds the engine's front door; the pipeline itself lives in
+// window/, storage in store/, token counting in token/.
+package mneme
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/dsn"
+	"github.com/mnemehq/mneme/token"
+	"github.com/mnemehq/mneme/window"
+)
+
+// Policy is how a thread's window is built; see window.Policy.
+type Policy = window.Policy
+
+// Usage is what a window costs and what the pipeline did; see window.Usage.
+type Usage = window.Usage
+
+// BudgetError says what cannot fit in the budget; see window.BudgetError.
+type BudgetError = window.BudgetError
+
+// DefaultPolicy returns the defaults that suit most agents.
+func DefaultPolicy() Policy { return window.DefaultPolicy() }
+
+// DefaultDSN is the embedded default store: one SQLite file.
+const DefaultDSN = "sqlite:./mneme.db"
+
+// Config configures a Manager. The zero value opens DefaultDSN with
+// DefaultPolicy.
+type Config struct {
+	// Store is used as is when set; otherwise DSN is opened (and closed by
+	// Manager.Close).
+	Store store.Store
+	// DSN: "sqlite:PATH", "memory:" or "postgres://...". Default DefaultDSN.
+	DSN string
+	// Policy is the default for every thread; a thread's policy events
+	// override it. Zero value: DefaultPolicy().
+	Policy *Policy
+	// Models maps model names to context windows and tokenizers. Default
+	// token.DefaultTable().
+	Models *token.Table
+	// Compactor writes observations for the observe strategy. Nil: the
+	// deterministic catalogue (mask/archive) stands in.
+	Compactor Compactor
+	// OnUsage fires after every window; OnCompact after every compaction.
+	// They run on the caller's goroutine: keep them quick.
+	OnUsage   func(tenant, thread string, u Usage)
+	OnCompact func(tenant, thread string, c CompactEvent)
+	// Logger for warnings (unknown models, fallbacks). Default slog.Default().
+	Logger *slog.Logger
+	// MaxThreads bounds how many threads keep a materialised window in
+	// memory (default 10,000); others are rebuilt from the log on use.
+	MaxThreads int
+}
+
+// CompactEvent reports one compaction or reflection.
+type CompactEvent struct {
+	Seq       int64 // the event's seq in the log
+	Compacted *window.CompactedData
+	Reflected *window.ReflectedData
+	Masked    int
+}
+
+// Manager owns the store and the materialised windows of open threads. It is
+// safe for concurrent use.
+type Manager struct {
+	store     store.Store
+	ownsStore bool
+	policy    Policy
+	models    *token.Table
+	tokens    *token.Cache
+	compactor Compactor
+	cfg       Config
+	log       *slog.Logger
+
+	mu      sync.Mutex
+	threads map[threadKey]*threadState
+	tick    uint64
+}
+
+type threadKey struct{ tenant, id string }
+
+// Open opens the store and returns a Manager.
+func Open(ctx context.Context, cfg Config) (*Manager, error) {
+	m := &Manager{cfg: cfg, store: cfg.Store, models: cfg.Models, compactor: cfg.Compactor, log: cfg.Logger}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	if m.models == nil {
+		m.models = token.DefaultTable()
+	}
+	m.policy = DefaultPolicy()
+	if cfg.Policy != nil {
+		m.policy = *cfg.Policy
+	}
+	if err := m.policy.Validate(); err != nil {
+		return nil, err
+	}
+	if m.store == nil {
+		d := cfg.DSN
+		if d == "" {
+			d = DefaultDSN
+		}
+		s, err := dsn.Open(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		m.store, m.ownsStore = s, true
+	}
+	m.tokens = token.NewCache()
+	m.threads = map[threadKey]*threadState{}
+	return m, nil
+}
+
+// Close closes the store if the Manager opened it.
+func (m *Manager) Close() error {
+	if m.ownsStore {
+		return m.store.Close()
+	}
+	return nil
+}
+
+// Store returns the underlying store.
+func (m *Manager) Store() store.Store { return m.store }
+
+// Policy returns the default policy.
+func (m *Manager) Policy() Policy { return m.policy }
+
+// Models returns the model table.
+func (m *Manager) Models() *token.Table { return m.models }
+
+// Thread returns a handle on one thread of a tenant. It does no I/O: the
+// thread exists once something is appended to it.
+func (m *Manager) Thread(tenant, id string) *Thread {
+	return &Thread{m: m, tenant: tenant, id: id}
+}
+
+// state returns the cached thread state, creating an empty one.
+func (m *Manager) state(k threadKey) *threadState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tick++
+	ts := m.threads[k]
+	if ts == nil {
+		ts = &threadState{}
+		m.threads[k] = ts
+		if max := m.maxThreads(); len(m.threads) > max {
+			m.evictLocked(max)
+		}
+	}
+	ts.used = m.tick
+	return ts
+}
+
+func (m *Manager) maxThreads() int {
+	if m.cfg.MaxThreads > 0 {
+		return m.cfg.MaxThreads
+	}
+	return 10000
+}
+
+// evictLocked drops the least recently used tenth of the cached states.
+// A dropped state is rebuilt from the log when next used.
+func (m *Manager) evictLocked(max int) {
+	drop := len(m.threads) - max + max/10
+	for ; drop > 0; drop-- {
+		var oldest threadKey
+		var at uint64 = ^uint64(0)
+		for k, ts := range m.threads {
+			if ts.used < at && ts.mu.TryLock() {
+				ts.mu.Unlock()
+				oldest, at = k, ts.used
+			}
+		}
+		if at == ^uint64(0) {
+			return
+		}
+		delete(m.threads, oldest)
+	}
+}
+
+// forget drops a thread's cached state (after a delete).
+func (m *Manager) forget(k threadKey) {
+	m.mu.Lock()
+	delete(m.threads, k)
+	m.mu.Unlock()
+}
+
+// ModelInfo resolves a policy's model: the usable budget and the counter.
+func (m *Manager) modelInfo(p Policy) (budget int, c token.Counter, err error) {
+	mod, known := m.models.Lookup(p.Model)
+	if !known && p.Model != "" {
+		m.log.Warn("unknown model: using the default context window and tokenizer", "model", p.Model, "context", mod.Context, "tokenizer", mod.Tokenizer)
+	}
+	ctxTokens := mod.Context
+	if p.BudgetTokens > 0 {
+		ctxTokens = p.BudgetTokens
+	}
+	c, err = token.Get(mod.Tokenizer)
+	if err != nil {
+		return 0, nil, fmt.Errorf("model %q: %w", p.Model, err)
+	}
+	return ctxTokens - p.ReserveOutputTokens, c, nil
+}
+
+// sizer adapts the token cache to the window's Sizer.
+type sizer struct {
+	cache *token.Cache
+	c     token.Counter
+}
+
+func (s sizer) Message(key string, msg messageT) int { return s.cache.MessageTokens(s.c, key, msg) }
+func (s sizer) Text(t string) int                    { return s.c.Count(t) }
+
+// retryConflicts bounds how often an append retries on a moving tail.
+const retryConflicts = 50
+
+var errTooManyConflicts = errors.New("mneme: too many concurrent writers on one thread")
+
+func now() time.Time { return time.Now().UTC() }

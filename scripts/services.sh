@@ -1,0 +1,32 @@
+# Sourced by scripts/test: starts the services the tests need.
+
+# start_postgres makes sure a PostgreSQL server runs on this machine and
+# exports MNEME_TEST_POSTGRES, the DSN of a fresh test database.
+start_postgres() {
+  if ! command -v pg_ctlcluster >/dev/null 2>&1; then
+    echo "== installing PostgreSQL from Debian's packages"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq postgresql >/dev/null
+  fi
+  local ver
+  ver=$(ls /etc/postgresql 2>/dev/null | sort -n | tail -1)
+  if [ -z "$ver" ]; then
+    ver=$(ls /usr/lib/postgresql | sort -n | tail -1)
+    pg_createcluster "$ver" main >/dev/null
+  fi
+  if ! pg_lsclusters -h | awk -v v="$ver" '$1==v && $2=="main" && $4=="online"' | grep -q .; then
+    echo "== starting PostgreSQL $ver"
+    pg_ctlcluster "$ver" main start
+  fi
+  for _ in $(seq 1 30); do
+    if su postgres -c "psql -qAt -c 'select 1'" >/dev/null 2>&1; then break; fi
+    sleep 1
+  done
+  su postgres -c "psql -qAt -c \"select 1 from pg_roles where rolname='mneme'\"" | grep -q 1 ||
+    su postgres -c "psql -q -c \"create role mneme login superuser password 'mneme'\""
+  su postgres -c "psql -q -c 'drop database if exists mneme_test'" >/dev/null
+  su postgres -c "psql -q -c 'create database mneme_test owner mneme'"
+  export MNEME_TEST_POSTGRES="postgres://mneme:mneme@127.0.0.1:5432/mneme_test?sslmode=disable"
+  echo "== PostgreSQL ready: $MNEME_TEST_POSTGRES"
+}

@@ -1,0 +1,523 @@
+package mneme
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/token"
+	"github.com/mnemehq/mneme/window"
+)
+
+type messageT = message.Message
+
+// Thread is a handle on one conversation of a tenant. Methods are safe for
+// concurrent use; calls on one thread are serialised in this process and
+// made safe across processes by the log's optimistic concurrency.
+type Thread struct {
+	m      *Manager
+	tenant string
+	id     string
+}
+
+// ID returns the thread's id; Tenant its tenant.
+func (t *Thread) ID() string     { return t.id }
+func (t *Thread) Tenant() string { return t.tenant }
+
+// threadState is one thread's materialised window, kept in memory and
+// caught up from the log on every call.
+type threadState struct {
+	mu     sync.Mutex
+	used   uint64
+	st     *window.State
+	policy Policy // effective policy (defaults merged with policy events)
+	tok    string // tokenizer name the state counts with
+	sz     sizer
+}
+
+// CompactInput is what a Compactor gets: the messages leaving the window
+// and the catalogue the deterministic strategies would record.
+type CompactInput struct {
+	Tenant, Thread string
+	From, To       int64
+	Items          []*window.Item
+	Catalogue      string
+	Policy         Policy
+	// Blocks are the observations already in the memory block.
+	Blocks []window.Block
+}
+
+// Compactor writes the text that replaces a range leaving the window (the
+// observe strategy). It must not fail the request: implementations fall
+// back to a deterministic summary and say so in Fallback.
+type Compactor interface {
+	Observe(ctx context.Context, in CompactInput) (window.CompactedData, error)
+}
+
+// WindowOptions carries what the next model call adds around the messages.
+type WindowOptions struct {
+	// System is a system prompt sent outside the messages (Anthropic's
+	// system field); it counts toward the budget.
+	System []message.Message
+	// Tools are the request's tool schemas (JSON), counted toward the budget.
+	Tools []json.RawMessage
+	// RecallTokens overrides what the recall tools' schemas cost (default
+	// RecallToolsTokens); they count only when something is out of the window.
+	RecallTokens int
+	// Policy, when set and different from the thread's, is recorded as the
+	// thread's new policy before the window is built.
+	Policy *Policy
+	// Model, when set and different from the policy's, does the same for
+	// the model alone.
+	Model string
+}
+
+// RecallToolsTokens is a conservative bound on what the schemas of
+// mneme_search and mneme_read cost (recall tests hold them to it).
+const RecallToolsTokens = 400
+
+// load returns the thread's state, locked, caught up with the log.
+func (t *Thread) load(ctx context.Context) (*threadState, error) {
+	if err := store.CheckScope(t.tenant, t.id); err != nil {
+		return nil, err
+	}
+	ts := t.m.state(threadKey{t.tenant, t.id})
+	ts.mu.Lock()
+	if err := t.catchUp(ctx, ts); err != nil {
+		ts.mu.Unlock()
+		return nil, err
+	}
+	return ts, nil
+}
+
+// reset starts the state over with policy p (from seq 0).
+func (t *Thread) reset(ts *threadState, p Policy) error {
+	budget, c, err := t.m.modelInfo(p)
+	if err != nil {
+		return err
+	}
+	sz := sizer{cache: t.m.tokens, c: c}
+	st, err := window.NewState(p, budget, sz)
+	if err != nil {
+		return err
+	}
+	ts.st, ts.policy, ts.tok, ts.sz = st, p, c.Name(), sz
+	return nil
+}
+
+// catchUp applies the events after the state's last seq: O(new events).
+func (t *Thread) catchUp(ctx context.Context, ts *threadState) error {
+	if ts.st == nil {
+		if err := t.reset(ts, t.m.policy); err != nil {
+			return err
+		}
+	}
+	evs, err := t.m.store.Load(ctx, t.tenant, t.id, ts.st.LastSeq()+1, 0)
+	if err != nil {
+		return err
+	}
+	return t.applyAll(ts, evs)
+}
+
+func (t *Thread) applyAll(ts *threadState, evs []store.Event) error {
+	for _, ev := range evs {
+		if ev.Kind == store.KindPolicy {
+			if err := t.applyPolicy(ts, ev); err != nil {
+				return err
+			}
+		}
+		if err := ts.st.Apply(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyPolicy switches the state to the policy an event records. A policy
+// applies from its event on; a change of tokenizer or budget rebuilds the
+// state under the new policy from the start of the log, once.
+func (t *Thread) applyPolicy(ts *threadState, ev store.Event) error {
+	p, err := t.m.policy.MergeJSON(ev.Data)
+	if err != nil {
+		// A policy the log holds but this version cannot read: keep the
+		// current one rather than fail every call on the thread.
+		t.m.log.Warn("ignoring unreadable policy event", "tenant", t.tenant, "thread", t.id, "seq", ev.Seq, "err", err)
+		return nil
+	}
+	if p == ts.policy {
+		return nil
+	}
+	return ts.st.SetPolicy(p, t.budgetOf(p))
+}
+
+func (t *Thread) budgetOf(p Policy) int {
+	b, _, err := t.m.modelInfo(p)
+	if err != nil {
+		return 0
+	}
+	return b
+}
+
+// appendEvents writes evs after the state's last seq, retrying on conflict
+// by catching up first; then applies what was stored. replan is called
+// after a conflict when the events depend on the state (compactions): it
+// returns the events to write now, or nil to write nothing.
+func (t *Thread) appendEvents(ctx context.Context, ts *threadState, evs []store.Event, replan func() ([]store.Event, error)) ([]store.Event, error) {
+	for try := 0; ; try++ {
+		stored, err := t.m.store.Append(ctx, t.tenant, t.id, ts.st.LastSeq(), evs)
+		if err == nil {
+			if err := t.applyAll(ts, stored); err != nil {
+				return nil, err
+			}
+			return stored, nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return nil, err
+		}
+		if try >= retryConflicts {
+			return nil, errTooManyConflicts
+		}
+		if err := t.catchUp(ctx, ts); err != nil {
+			return nil, err
+		}
+		if replan != nil {
+			if evs, err = replan(); err != nil || evs == nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// Append writes messages to the thread's log, durably, before it returns
+// (I1). It returns the stored events (with their seqs and refs).
+func (t *Thread) Append(ctx context.Context, msgs ...message.Message) ([]store.Event, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if err := validate(msgs); err != nil {
+		return nil, err
+	}
+	ts, err := t.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ts.mu.Unlock()
+	return t.appendLocked(ctx, ts, msgs)
+}
+
+func (t *Thread) appendLocked(ctx context.Context, ts *threadState, msgs []message.Message) ([]store.Event, error) {
+	evs := make([]store.Event, len(msgs))
+	at := now()
+	for i := range msgs {
+		m := msgs[i]
+		if m.Time.IsZero() {
+			m.Time = at
+		}
+		ref := store.NewRef()
+		evs[i] = store.Event{Kind: store.KindMessage, At: m.Time, Ref: ref, Message: &m, Tokens: ts.sz.Message(ref, m)}
+	}
+	return t.appendEvents(ctx, ts, evs, nil)
+}
+
+// validate rejects messages the log must not take: an unknown role, or no
+// parts at all where the role needs some.
+func validate(msgs []message.Message) error {
+	for i, m := range msgs {
+		if !m.Role.Valid() {
+			return fmt.Errorf("%w: message %d: unknown role %q", store.ErrInvalid, i, m.Role)
+		}
+	}
+	return nil
+}
+
+// Messages returns every message of the thread, in order.
+func (t *Thread) Messages(ctx context.Context) ([]message.Message, error) {
+	evs, err := t.Events(ctx, 1, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []message.Message
+	for _, ev := range evs {
+		if ev.Kind == store.KindMessage {
+			out = append(out, *ev.Message)
+		}
+	}
+	return out, nil
+}
+
+// Events returns the thread's log from seq `from`, at most limit events
+// (limit <= 0: all).
+func (t *Thread) Events(ctx context.Context, from int64, limit int) ([]store.Event, error) {
+	if err := store.CheckScope(t.tenant, t.id); err != nil {
+		return nil, err
+	}
+	return t.m.store.Load(ctx, t.tenant, t.id, from, limit)
+}
+
+// ThreadUsage is what a whole thread holds, by role and by event kind.
+type ThreadUsage struct {
+	Messages int64                  `json:"messages"`
+	Tokens   int64                  `json:"tokens"`
+	ByRole   map[message.Role]int64 `json:"tokens_by_role"`
+	ByKind   map[store.Kind]int64   `json:"events_by_kind"`
+	Window   Usage                  `json:"window"`
+}
+
+// Usage reports the thread's tokens by role and its events by kind, and the
+// current window's usage (without compacting).
+func (t *Thread) Usage(ctx context.Context) (ThreadUsage, error) {
+	evs, err := t.Events(ctx, 1, 0)
+	if err != nil {
+		return ThreadUsage{}, err
+	}
+	u := ThreadUsage{ByRole: map[message.Role]int64{}, ByKind: map[store.Kind]int64{}}
+	for _, ev := range evs {
+		u.ByKind[ev.Kind]++
+		if ev.Kind == store.KindMessage {
+			u.Messages++
+			u.Tokens += int64(ev.Tokens)
+			u.ByRole[ev.Message.Role] += int64(ev.Tokens)
+		}
+	}
+	ts, err := t.load(ctx)
+	if err != nil {
+		return u, err
+	}
+	defer ts.mu.Unlock()
+	if w, err := ts.st.Build(window.Request{RecallTokens: RecallToolsTokens}); err == nil {
+		u.Window = w.Usage
+	}
+	return u, nil
+}
+
+// Policy returns the thread's effective policy.
+func (t *Thread) Policy(ctx context.Context) (Policy, error) {
+	ts, err := t.load(ctx)
+	if err != nil {
+		return Policy{}, err
+	}
+	defer ts.mu.Unlock()
+	return ts.policy, nil
+}
+
+// SetPolicy records p as the thread's policy from now on (a policy event).
+func (t *Thread) SetPolicy(ctx context.Context, p Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if _, _, err := t.m.modelInfo(p); err != nil {
+		return err
+	}
+	ts, err := t.load(ctx)
+	if err != nil {
+		return err
+	}
+	defer ts.mu.Unlock()
+	return t.setPolicyLocked(ctx, ts, p)
+}
+
+func (t *Thread) setPolicyLocked(ctx context.Context, ts *threadState, p Policy) error {
+	if p == ts.policy {
+		return nil
+	}
+	if t.budgetOf(p) <= 0 {
+		return &window.FieldError{Field: "budget_tokens", Msg: "the context window must exceed reserve_output_tokens"}
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = t.appendEvents(ctx, ts, []store.Event{{Kind: store.KindPolicy, Data: b}}, nil)
+	return err
+}
+
+// Delete removes the thread and everything derived from it.
+func (t *Thread) Delete(ctx context.Context) error {
+	if err := store.CheckScope(t.tenant, t.id); err != nil {
+		return err
+	}
+	ts := t.m.state(threadKey{t.tenant, t.id})
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	err := t.m.store.DeleteThread(ctx, t.tenant, t.id)
+	ts.st = nil
+	t.m.forget(threadKey{t.tenant, t.id})
+	return err
+}
+
+// Window appends nothing, compacts when the window has passed its trigger,
+// and returns the window for the next model call.
+func (t *Thread) Window(ctx context.Context, opts WindowOptions) (*window.Window, error) {
+	ts, err := t.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ts.mu.Unlock()
+	return t.windowLocked(ctx, ts, opts, false)
+}
+
+// AppendWindow appends msgs and returns the window in one call, under one
+// lock: what the proxy does per request.
+func (t *Thread) AppendWindow(ctx context.Context, msgs []message.Message, opts WindowOptions) ([]store.Event, *window.Window, error) {
+	if err := validate(msgs); err != nil {
+		return nil, nil, err
+	}
+	ts, err := t.load(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ts.mu.Unlock()
+	var stored []store.Event
+	if len(msgs) > 0 {
+		if stored, err = t.appendLocked(ctx, ts, msgs); err != nil {
+			return nil, nil, err
+		}
+	}
+	w, err := t.windowLocked(ctx, ts, opts, false)
+	return stored, w, err
+}
+
+// Compact compacts now, whatever the trigger says (the manual request), and
+// returns the resulting window.
+func (t *Thread) Compact(ctx context.Context, opts WindowOptions) (*window.Window, error) {
+	ts, err := t.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ts.mu.Unlock()
+	return t.windowLocked(ctx, ts, opts, true)
+}
+
+func (t *Thread) request(ts *threadState, opts WindowOptions) window.Request {
+	r := window.Request{RecallTokens: opts.RecallTokens}
+	if r.RecallTokens == 0 {
+		r.RecallTokens = RecallToolsTokens
+	}
+	for i, m := range opts.System {
+		r.SystemTokens += ts.sz.Message(fmt.Sprintf("system#%d#%p", i, &opts.System[i]), m)
+	}
+	if len(opts.Tools) > 0 {
+		r.ToolsTokens = token.ToolsTokens(ts.sz.c, opts.Tools)
+	}
+	return r
+}
+
+func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowOptions, force bool) (*window.Window, error) {
+	if p := t.requestPolicy(ts, opts); p != nil {
+		if err := t.setPolicyLocked(ctx, ts, *p); err != nil {
+			return nil, err
+		}
+	}
+	req := t.request(ts, opts)
+	var done *CompactEvent
+	if force || ts.st.OverTrigger(req) {
+		c, err := t.compactLocked(ctx, ts, req, force)
+		if err != nil {
+			return nil, err
+		}
+		done = c
+	}
+	w, err := ts.st.Build(req)
+	if err != nil {
+		return nil, err
+	}
+	if done != nil {
+		w.Usage.Step = true
+		w.Usage.Compacted = done.Compacted
+		w.Usage.Reflected = done.Reflected
+	}
+	w.Usage.Evicted = ts.st.RefsByForm(window.Evicted)
+	w.Usage.Masked = ts.st.RefsByForm(window.Masked)
+	if t.m.cfg.OnUsage != nil {
+		t.m.cfg.OnUsage(t.tenant, t.id, w.Usage)
+	}
+	return w, nil
+}
+
+func (t *Thread) requestPolicy(ts *threadState, opts WindowOptions) *Policy {
+	p := ts.policy
+	if opts.Policy != nil {
+		p = *opts.Policy
+	}
+	if opts.Model != "" {
+		p.Model = opts.Model
+	}
+	if p == ts.policy {
+		return nil
+	}
+	return &p
+}
+
+// compactLocked plans a compaction, writes it to the log and applies it.
+func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.Request, force bool) (*CompactEvent, error) {
+	plan := func() ([]store.Event, *window.Plan, error) {
+		p, err := ts.st.Plan(req)
+		if err != nil || p.Empty() {
+			return nil, p, err
+		}
+		d := window.CompactedData{Strategy: p.Strategy}
+		if p.From > 0 && p.Strategy == window.Observe {
+			d = t.observe(ctx, ts, p)
+		}
+		evs, err := p.Events(d)
+		return evs, p, err
+	}
+	evs, p, err := plan()
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	stored, err := t.appendEvents(ctx, ts, evs, func() ([]store.Event, error) {
+		if !force && !ts.st.OverTrigger(req) {
+			return nil, nil // another writer compacted already
+		}
+		evs, p2, err := plan()
+		p = p2
+		return evs, err
+	})
+	if err != nil || len(stored) == 0 {
+		return nil, err
+	}
+	ce := &CompactEvent{Seq: stored[len(stored)-1].Seq, Masked: len(p.Mask)}
+	for _, ev := range stored {
+		if ev.Kind == store.KindCompacted {
+			var d window.CompactedData
+			if json.Unmarshal(ev.Data, &d) == nil {
+				ce.Compacted = &d
+			}
+		}
+	}
+	if t.m.cfg.OnCompact != nil {
+		t.m.cfg.OnCompact(t.tenant, t.id, *ce)
+	}
+	return ce, nil
+}
+
+// observe asks the Compactor for observations; without one, or when it
+// fails, the catalogue stands in and the event says why (I5).
+func (t *Thread) observe(ctx context.Context, ts *threadState, p *window.Plan) window.CompactedData {
+	if t.m.compactor == nil {
+		return window.CompactedData{Strategy: window.Mask, Fallback: "no summarizer configured: catalogue"}
+	}
+	start := time.Now()
+	d, err := t.m.compactor.Observe(ctx, CompactInput{
+		Tenant: t.tenant, Thread: t.id, From: p.From, To: p.To,
+		Items: p.Leaving, Catalogue: p.Catalogue, Policy: ts.policy, Blocks: ts.st.Blocks(),
+	})
+	if err != nil || d.Text == "" {
+		cause := "empty observation"
+		if err != nil {
+			cause = err.Error()
+		}
+		return window.CompactedData{Strategy: window.Mask, Fallback: "compactor failed: " + cause + ": catalogue", DurationMS: time.Since(start).Milliseconds()}
+	}
+	if d.DurationMS == 0 {
+		d.DurationMS = time.Since(start).Milliseconds()
+	}
+	d.TokensAfter = ts.sz.Text(d.Text)
+	return d
+}
