@@ -121,7 +121,14 @@ func encodeAnthropicRequest(ms []Message) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(anthropicRequest{System: sys, Messages: msgs})
+	// Built by hand: json.Marshal would compact the raw values.
+	var b []byte
+	b = append(b, '{')
+	if sys != nil {
+		b = append(append(append(b, `"system":`...), sys...), ',')
+	}
+	b = append(append(b, `"messages":`...), msgs...)
+	return append(b, '}'), nil
 }
 
 func TestGoldenAnthropic(t *testing.T) {

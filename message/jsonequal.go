@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"math/big"
+	"strings"
 )
 
 // JSONEqual reports whether a and b hold the same JSON value: objects equal
@@ -66,10 +67,7 @@ func equalJSON(a, b any) bool {
 		if a == b {
 			return true
 		}
-		// big.Float, not big.Rat: a Rat would expand 1e999999999 in full.
-		fa, _, errA := big.ParseFloat(string(a), 10, 1024, big.ToNearestEven)
-		fb, _, errB := big.ParseFloat(string(b), 10, 1024, big.ToNearestEven)
-		return errA == nil && errB == nil && fa.Cmp(fb) == 0
+		return normNumber(string(a)) == normNumber(string(b))
 	case string:
 		b, ok := b.(string)
 		return ok && a == b
@@ -80,4 +78,30 @@ func equalJSON(a, b any) bool {
 		return b == nil
 	}
 	return false
+}
+
+// normNumber writes a JSON number in one canonical form, sign, significant
+// digits and exponent, so that numbers compare by exact value without
+// expanding 1e999999999.
+func normNumber(n string) string {
+	neg := strings.HasPrefix(n, "-")
+	n = strings.TrimPrefix(n, "-")
+	mant, expText, _ := strings.Cut(strings.ToLower(n), "e")
+	exp, ok := new(big.Int).SetString(strings.TrimPrefix(expText, "+"), 10)
+	if !ok {
+		exp = new(big.Int)
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	exp.Sub(exp, big.NewInt(int64(len(frac))))
+	if digits == "" {
+		return "0"
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp.Add(exp, big.NewInt(int64(len(digits)-len(trimmed))))
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	return sign + trimmed + "e" + exp.String()
 }

@@ -71,14 +71,14 @@ func index(i int) string { return "[" + strconv.Itoa(i) + "]" }
 // decodeOpenAIMessage decodes the message object at the scanner.
 func decodeOpenAIMessage(s *scanner) (Message, error) {
 	var (
-		m        Message
-		role     string
-		hasRole  bool
-		content  []Part
-		ms       []member // role-dependent and unknown members, in order
-		strs     = map[string]string{}
-		calls    []Part
-		callsErr error
+		m                                  Message
+		role                               string
+		hasRole                            bool
+		content                            []Part
+		ms                                 []member // role-dependent and unknown members, in order
+		name, toolCallID, reasoningContent strVal
+		calls                              []Part
+		callsErr                           error
 	)
 	err := s.object(func(k []byte) error {
 		key := keyName(k)
@@ -105,12 +105,16 @@ func decodeOpenAIMessage(s *scanner) (Message, error) {
 			ms = append(ms, member{key: key, raw: raw})
 			return err
 		case "name", "tool_call_id", "reasoning_content":
-			v, raw, ok, err := s.strField()
-			if ok {
-				strs[key] = v
-			} else {
-				delete(strs, key)
+			sv := &name
+			if key == "tool_call_id" {
+				sv = &toolCallID
+			} else if key == "reasoning_content" {
+				sv = &reasoningContent
 			}
+			var raw []byte
+			var err error
+			sv.v, raw, sv.ok, err = s.strField()
+			sv.has = true
 			ms = append(ms, member{key: key, raw: raw})
 			return err
 		default:
@@ -138,19 +142,17 @@ func decodeOpenAIMessage(s *scanner) (Message, error) {
 	// A member the Message models only for some roles, or only for some
 	// values (a name of "" cannot be told from no name), is kept in Extra.
 	var known []string
-	name, hasName := strs["name"]
-	if hasName && name != "" {
-		m.Name = name
+	if name.ok && name.v != "" {
+		m.Name = name.v
 		known = append(known, "name")
 	}
 	var callID string
 	if m.Role == Tool {
-		id, ok := strs["tool_call_id"]
 		switch {
-		case ok && id != "":
-			callID = id
+		case toolCallID.ok && toolCallID.v != "":
+			callID = toolCallID.v
 			known = append(known, "tool_call_id")
-		case !ok && hasMember(ms, "tool_call_id") && !isNull(lastRaw(ms, "tool_call_id")):
+		case toolCallID.has && !toolCallID.ok && !isNull(lastRaw(ms, "tool_call_id")):
 			return Message{}, fieldErr("tool_call_id", "want string")
 		default:
 			return Message{}, fieldErr("tool_call_id", "missing")
@@ -158,8 +160,8 @@ func decodeOpenAIMessage(s *scanner) (Message, error) {
 	}
 	var reasoning *Part
 	if m.Role == Assistant {
-		if r, ok := strs["reasoning_content"]; ok {
-			reasoning = &Part{Type: Reasoning, Text: r}
+		if reasoningContent.ok {
+			reasoning = &Part{Type: Reasoning, Text: reasoningContent.v}
 			known = append(known, "reasoning_content")
 		}
 		if hasMember(ms, "tool_calls") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -191,7 +192,7 @@ func (s *scanner) object(member func(key []byte) error) error {
 		}
 		key := raw[1 : len(raw)-1]
 		if complex {
-			key = unescape(key)
+			key = []byte(unescape(key))
 		}
 		if s.peek() != ':' {
 			return s.fail("want ':' after object key")
@@ -261,7 +262,7 @@ func (s *scanner) str() (string, error) {
 	if !complex {
 		return string(raw[1 : len(raw)-1]), nil
 	}
-	return string(unescape(raw[1 : len(raw)-1])), nil
+	return unescape(raw[1 : len(raw)-1]), nil
 }
 
 // scanString consumes a string and returns it with its quotes. complex
@@ -271,6 +272,12 @@ func (s *scanner) scanString() (raw []byte, complex bool, err error) {
 	start := s.pos
 	i := start + 1
 	for i < len(d) {
+		for i < len(d) && plainByte[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			break
+		}
 		c := d[i]
 		switch {
 		case c == '"':
@@ -309,6 +316,15 @@ func (s *scanner) scanString() (raw []byte, complex bool, err error) {
 	return nil, false, s.fail("unterminated string")
 }
 
+// plainByte marks the bytes a string holds as they are: not a quote, a
+// backslash, a control character or part of a multi-byte rune.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // getu4 decodes \uXXXX at the start of b, or returns -1.
 func getu4(b []byte) rune {
 	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
@@ -333,55 +349,70 @@ func getu4(b []byte) rune {
 
 // unescape decodes the inside of a validated JSON string exactly as
 // encoding/json does (bad surrogates and invalid UTF-8 become U+FFFD), so
-// that JSONEqual agrees with the codecs.
-func unescape(s []byte) []byte {
-	b := make([]byte, 0, len(s))
-	for r := 0; r < len(s); {
-		c := s[r]
-		switch {
-		case c == '\\':
-			switch e := s[r+1]; e {
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				rr := getu4(s[r:])
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
-						r += 6
-						b = utf8.AppendRune(b, dec)
-						continue
-					}
-					rr = unicode.ReplacementChar
-				}
-				b = utf8.AppendRune(b, rr)
-				continue
-			default: // '"', '\\', '/'
-				b = append(b, e)
-			}
-			r += 2
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(s[r:])
-			if rr == utf8.RuneError && size == 1 {
-				b = utf8.AppendRune(b, unicode.ReplacementChar)
-			} else {
-				b = append(b, s[r:r+size]...)
-			}
-			r += size
+// that JSONEqual agrees with the codecs. Runs of plain bytes are copied
+// whole: tool results are long and mostly plain.
+func unescape(s []byte) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] != '\\' && s[i] < utf8.RuneSelf {
+			i++
 		}
+		b.Write(s[:i])
+		s = s[i:]
+		if len(s) == 0 {
+			break
+		}
+		if s[0] >= utf8.RuneSelf {
+			j := 0
+			for j < len(s) && s[j] >= utf8.RuneSelf {
+				j++
+			}
+			if utf8.Valid(s[:j]) {
+				b.Write(s[:j])
+				s = s[j:]
+				continue
+			}
+			r, size := utf8.DecodeRune(s)
+			if r == utf8.RuneError && size == 1 {
+				b.WriteRune(unicode.ReplacementChar)
+			} else {
+				b.Write(s[:size])
+			}
+			s = s[size:]
+			continue
+		}
+		switch e := s[1]; e {
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'u':
+			rr := getu4(s)
+			s = s[6:]
+			if utf16.IsSurrogate(rr) {
+				if dec := utf16.DecodeRune(rr, getu4(s)); dec != unicode.ReplacementChar {
+					s = s[6:]
+					b.WriteRune(dec)
+					continue
+				}
+				rr = unicode.ReplacementChar
+			}
+			b.WriteRune(rr)
+			continue
+		default: // '"', '\\', '/'
+			b.WriteByte(e)
+		}
+		s = s[2:]
 	}
-	return b
+	return b.String()
 }
 
 // validJSON reports whether b is exactly one JSON value.
