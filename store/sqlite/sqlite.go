@@ -17,6 +17,8 @@
 // above the store layer.
 package sqlite
 
+//go:generate go run ./internal/gentokens -o ../tokenrunes.go
+
 import (
 	"context"
 	"database/sql"

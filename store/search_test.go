@@ -1,0 +1,229 @@
+package store
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestParseQuery(t *testing.T) {
+	type term struct {
+		text     string
+		toks     string
+		req, vbt bool
+	}
+	cases := []struct {
+		q    string
+		want []term
+	}{
+		{"refund", []term{{"refund", "refund", false, false}}},
+		{"Refund  POLICY", []term{{"Refund", "refund", false, false}, {"POLICY", "policy", false, false}}},
+		{"INV-4401", []term{{"INV-4401", "inv 4401", true, true}}},
+		{"(INV-4401),", []term{{"INV-4401", "inv 4401", true, true}}},
+		{"trace_id=checkout-failure-2026-03-15", []term{{"trace_id=checkout-failure-2026-03-15", "trace id checkout failure 2026 03 15", true, true}}},
+		{"src/app/main.go", []term{{"src/app/main.go", "src app main go", true, true}}},
+		{"v2", []term{{"v2", "v2", true, true}}},
+		{"2026", []term{{"2026", "2026", false, false}}},
+		{`"checkout failure"`, []term{{"checkout failure", "checkout failure", true, false}}},
+		{`"INV-4401"`, []term{{"INV-4401", "inv 4401", true, true}}},
+		{`"unbalanced words`, []term{{"unbalanced", "unbalanced", false, false}, {"words", "words", false, false}}},
+		{`AND OR NOT NEAR`, []term{{"AND", "and", false, false}, {"OR", "or", false, false}, {"NOT", "not", false, false}, {"NEAR", "near", false, false}}},
+		{`* ^ ( ) "" - _ .`, nil},
+		{"dup dup DUP", []term{{"dup", "dup", false, false}}},
+		{"", nil},
+		{"讨论预算 🚀", []term{{"讨论预算", "讨论预算", false, false}}},
+		{"\xff\xfeabc", []term{{"abc", "abc", false, false}}},
+	}
+	for _, c := range cases {
+		q, err := ParseQuery(c.q)
+		if err != nil {
+			t.Errorf("ParseQuery(%q): %v", c.q, err)
+			continue
+		}
+		var got []term
+		for _, tm := range q.Terms {
+			got = append(got, term{tm.Text, strings.Join(tm.Tokens, " "), tm.Required, tm.Verbatim})
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("ParseQuery(%q) = %+v, want %+v", c.q, got, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("ParseQuery(%q) term %d = %+v, want %+v", c.q, i, got[i], c.want[i])
+			}
+		}
+	}
+}
+
+func TestParseQueryLimits(t *testing.T) {
+	if _, err := ParseQuery(strings.Repeat("a", MaxQueryBytes+1)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("oversized query: err = %v, want ErrInvalid", err)
+	}
+	if q, err := ParseQuery(strings.Repeat("ab ", MaxQueryBytes/3)); err != nil || len(q.Terms) != 1 {
+		t.Errorf("query of %d bytes: %v, %v", MaxQueryBytes, q, err)
+	}
+	var words []string
+	for i := range MaxQueryTerms + 1 {
+		words = append(words, strings.Repeat("x", i+1))
+	}
+	if _, err := ParseQuery(strings.Join(words, " ")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("%d terms: err = %v, want ErrInvalid", len(words), err)
+	}
+	if _, err := ParseQuery(strings.Join(words[:MaxQueryTerms], " ")); err != nil {
+		t.Errorf("%d terms: %v", MaxQueryTerms, err)
+	}
+}
+
+func TestFTS5(t *testing.T) {
+	cases := []struct{ q, want string }{
+		{"refund policy", `"refund" OR "policy"`},
+		{"INV-4401", `"inv 4401"`},
+		{"INV-4401 src/main.go", `"inv 4401" AND "src main go"`},
+		{"INV-4401 refund", `"inv 4401" AND ("inv 4401" OR "refund")`},
+		{`"a b" OR c`, `"a b" AND ("a b" OR "or" OR "c")`},
+	}
+	for _, c := range cases {
+		q, _ := ParseQuery(c.q)
+		if got := q.FTS5(); got != c.want {
+			t.Errorf("FTS5(%q) = %s, want %s", c.q, got, c.want)
+		}
+	}
+}
+
+// ftsShape is everything FTS5() may produce: quoted phrases of word tokens
+// joined by AND, OR and one pair of parentheses.
+var ftsShape = regexp.MustCompile(`^("[\pL\pN\p{Co} ]+"|AND|OR|\(|\)| )*$`)
+
+func FuzzParseQuery(f *testing.F) {
+	for _, s := range []string{"INV-4401", `"a b`, "NEAR(a b)", "a*", "\x00", "x=y:z/w.v_u-t", `"""`, "🚀a1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		q, err := ParseQuery(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ParseQuery(%q): %v", s, err)
+			}
+			return
+		}
+		if e := q.FTS5(); !ftsShape.MatchString(e) {
+			t.Fatalf("ParseQuery(%q).FTS5() = %q: not only quoted phrases", s, e)
+		}
+		for _, tm := range q.Terms {
+			if len(tm.Tokens) == 0 {
+				t.Fatalf("term %+v has no tokens", tm)
+			}
+			if tm.Verbatim && !(ParsedQuery{Terms: []SearchTerm{tm}}).MatchesVerbatim(tm.Text) {
+				t.Fatalf("verbatim term %q does not match itself", tm.Text)
+			}
+		}
+		_ = Snippet(s, q, 50)
+	})
+}
+
+func TestMatchesVerbatim(t *testing.T) {
+	cases := []struct {
+		q, text string
+		want    bool
+	}{
+		{"INV-4401", "see INV-4401.", true},
+		{"INV-4401", "see inv-4401", true},
+		{"INV-4401", "INV 4401", false},
+		{"INV-4401", "4401 INV", false},
+		{"INV-4401", "INV-44010", false},
+		{"INV-4401", "XINV-4401", false},
+		{"INV-4401", "XINV-4401 and (INV-4401)", true},
+		{"main.go", "src/app/main.go:42", true},
+		{"main.go", "main_go", false},
+		{"a=b", "x a=b y", true},
+		{"INV-4401 refund", "INV-4401 only", true}, // plain words are not verbatim
+		{"ÄB-12", "äb-12", true},
+	}
+	for _, c := range cases {
+		q, _ := ParseQuery(c.q)
+		if got := q.MatchesVerbatim(c.text); got != c.want {
+			t.Errorf("MatchesVerbatim(%q, %q) = %v, want %v", c.q, c.text, got, c.want)
+		}
+	}
+}
+
+func TestSnippet(t *testing.T) {
+	long := strings.Repeat("filler words here ", 40)
+	cases := []struct {
+		q, text, want string
+	}{
+		{"refund", "Please refund the order", "Please «refund» the order"},
+		{"INV-4401", "INV 4401 no, INV-4401 yes", "INV 4401 no, «INV-4401» yes"},
+		{"checkout failure", "checkout\n\nfailure   again", "«checkout» «failure» again"},
+		{`"checkout failure"`, "a checkout failure b", "a «checkout failure» b"},
+		{"zebra", "no match here", "no match here"},
+		{"needle", long + "the needle is here" + long, "…"},
+	}
+	for _, c := range cases {
+		q, _ := ParseQuery(c.q)
+		got := Snippet(c.text, q, 60)
+		if c.want == "…" {
+			if !strings.HasPrefix(got, "…") || !strings.HasSuffix(got, "…") || !strings.Contains(got, "«needle»") || len([]rune(got)) > 70 {
+				t.Errorf("Snippet(long) = %q", got)
+			}
+			continue
+		}
+		if got != c.want {
+			t.Errorf("Snippet(%q, %q) = %q, want %q", c.q, c.text, got, c.want)
+		}
+	}
+}
+
+func TestNamespace(t *testing.T) {
+	for _, ns := range [][]string{{"a"}, {"a", "b"}, {"a b", "ü", "🙂"}} {
+		if got := SplitNamespace(JoinNamespace(ns)); strings.Join(got, "|") != strings.Join(ns, "|") {
+			t.Errorf("round trip %q = %q", ns, got)
+		}
+	}
+	under := func(ns, p []string) bool { return strings.HasPrefix(JoinNamespace(ns), JoinNamespace(p)) }
+	if !under([]string{"a", "b"}, []string{"a"}) || under([]string{"ab"}, []string{"a"}) || under([]string{"a"}, []string{"a", "b"}) {
+		t.Error("prefix semantics broken")
+	}
+	for _, bad := range [][]string{nil, {""}, {"a\x1fb"}, {"a\nb"}, {"\xff"}} {
+		if err := CheckNamespace(bad, false); !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckNamespace(%q) = %v", bad, err)
+		}
+	}
+}
+
+func TestFilter(t *testing.T) {
+	v := []byte(`{"kind":"billing","n":2,"ok":true,"tags":["a","b"],"o":{"x":1}}`)
+	cases := []struct {
+		f    map[string]any
+		want bool
+	}{
+		{nil, true},
+		{map[string]any{"kind": "billing"}, true},
+		{map[string]any{"kind": "other"}, false},
+		{map[string]any{"n": 2}, true},
+		{map[string]any{"n": 2.0}, true},
+		{map[string]any{"n": "2"}, false},
+		{map[string]any{"ok": true}, true},
+		{map[string]any{"tags": []string{"a", "b"}}, true},
+		{map[string]any{"o": map[string]int{"x": 1}}, true},
+		{map[string]any{"missing": nil}, false},
+	}
+	for _, c := range cases {
+		f, err := CompileFilter(c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Match(v); got != c.want {
+			t.Errorf("filter %v = %v, want %v", c.f, got, c.want)
+		}
+	}
+	f, _ := CompileFilter(map[string]any{"kind": "billing"})
+	if f.Match([]byte(`"billing"`)) {
+		t.Error("a non-object value matched a filter")
+	}
+	if _, err := CompileFilter(map[string]any{"ch": make(chan int)}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("unencodable filter: %v", err)
+	}
+}
