@@ -152,7 +152,11 @@ func (t *Thread) applyPolicy(ts *threadState, ev store.Event) error {
 	if p == ts.policy {
 		return nil
 	}
-	return ts.st.SetPolicy(p, t.budgetOf(p))
+	if err := ts.st.SetPolicy(p, t.budgetOf(p)); err != nil {
+		return err
+	}
+	ts.policy = p
+	return nil
 }
 
 func (t *Thread) budgetOf(p Policy) int {
