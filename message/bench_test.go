@@ -83,3 +83,36 @@ func BenchmarkEncodeAnthropicMessages(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHostile decodes and re-encodes inputs built to find quadratic
+// paths (many keys, many duplicates, deep nesting): each must cost about
+// its size, like the 54 KB request above.
+func BenchmarkHostile(b *testing.B) {
+	var keys, dups strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&keys, `,"k%d":%d`, i, i)
+		fmt.Fprintf(&dups, `,"detail":"","x%d":1`, i)
+	}
+	deep := strings.Repeat("[", maxDepth-10) + strings.Repeat("]", maxDepth-10)
+	inputs := map[string]string{
+		"many-keys":   `[{"role":"user","content":"x"` + keys.String() + `}]`,
+		"dup-detail":  `[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u"` + dups.String() + `}}]}]`,
+		"deep-extra":  `[{"role":"user","content":"x","deep":` + deep + `}]`,
+		"deep-opaque": `[{"role":"user","content":[{"type":"x","v":` + deep + `}]}]`,
+	}
+	for name, in := range inputs {
+		b.Run(name, func(b *testing.B) {
+			data := []byte(in)
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				ms, err := DecodeOpenAIMessages(data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := EncodeOpenAIMessages(ms); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -351,13 +351,11 @@ func decodeImageURL(s *scanner) (imageURL, error) {
 			return nil
 		case "detail":
 			d, raw, ok, err := s.strField()
-			img.inner = dropKey(img.inner, key)
 			img.detail = ""
-			if ok && d != "" {
+			if ok {
 				img.detail = d
-			} else {
-				img.inner = append(img.inner, member{key: key, raw: raw})
 			}
+			img.inner = append(img.inner, member{key: key, raw: raw})
 			return err
 		}
 		raw, err := s.skip()
@@ -369,6 +367,11 @@ func decodeImageURL(s *scanner) (imageURL, error) {
 	}
 	if !hasURL {
 		return img, fieldErr("url", "missing")
+	}
+	// A detail of "" (or not a string) cannot be told from none: it stays
+	// with the unmodeled members.
+	if img.detail != "" {
+		img.inner = dropKey(img.inner, "detail")
 	}
 	return img, nil
 }
@@ -490,6 +493,7 @@ func decodeOpenAIToolCall(s *scanner) (Part, error) {
 // some clients send them) the arguments as a JSON value.
 func decodeCallFunc(s *scanner, argKey string) (callFunc, error) {
 	var f callFunc
+	argsNull := false
 	err := s.object(func(k []byte) error {
 		key := keyName(k)
 		switch key {
@@ -498,14 +502,14 @@ func decodeCallFunc(s *scanner, argKey string) (callFunc, error) {
 			f.name = n
 			return under(err, "name")
 		case argKey:
-			f.inner = dropKey(f.inner, key)
-			f.args, f.json = "", false
+			f.args, f.json, argsNull = "", false, false
 			switch s.peek() {
 			case '"':
 				a, err := s.str()
 				f.args = a
 				return err
 			case 'n':
+				argsNull = true
 				raw, err := s.skip()
 				f.inner = append(f.inner, member{key: key, raw: raw})
 				return err
@@ -523,6 +527,9 @@ func decodeCallFunc(s *scanner, argKey string) (callFunc, error) {
 	}
 	if f.name == "" {
 		return f, fieldErr("name", "missing")
+	}
+	if !argsNull { // a null stays with the unmodeled members
+		f.inner = dropKey(f.inner, argKey)
 	}
 	return f, nil
 }

@@ -86,8 +86,12 @@ func (o *objw) key(k string) {
 	*o.b = append(*o.b, ':')
 }
 
-func (o *objw) has(k string) bool {
-	return slices.Contains(o.kb[:min(o.n, len(o.kb))], k) || slices.Contains(o.more, k)
+// has reports whether k is among the first n keys written.
+func (o *objw) has(n int, k string) bool {
+	if slices.Contains(o.kb[:min(n, len(o.kb))], k) {
+		return true
+	}
+	return n > len(o.kb) && slices.Contains(o.more[:n-len(o.kb)], k)
 }
 
 func (o *objw) str(k, v string) {
@@ -107,9 +111,10 @@ func (o *objw) extra(x map[string]json.RawMessage, allow ...string) {
 	if len(x) == 0 {
 		return
 	}
+	modeled := o.n // map keys are unique: only the modeled ones can clash
 	keys := make([]string, 0, len(x))
 	for k := range x {
-		if !o.has(k) && (allow == nil || slices.Contains(allow, k)) {
+		if !o.has(modeled, k) && (allow == nil || slices.Contains(allow, k)) {
 			keys = append(keys, k)
 		}
 	}
@@ -137,11 +142,32 @@ func (o *objw) members(obj []byte) {
 	if err != nil {
 		return
 	}
-	for _, m := range ms {
-		if !o.has(m.key) {
+	modeled := o.n
+	for _, m := range lastOfEach(ms) {
+		if !o.has(modeled, m.key) {
 			o.raw(m.key, m.raw)
 		}
 	}
+}
+
+// lastOfEach drops all but the last of members with the same key (the one
+// encoding/json would read), keeping their order. Linear, so that a hostile
+// object with many keys costs no more than its size.
+func lastOfEach(ms []member) []member {
+	last := make(map[string]int, len(ms))
+	for i, m := range ms {
+		last[m.key] = i
+	}
+	if len(last) == len(ms) {
+		return ms
+	}
+	out := make([]member, 0, len(last))
+	for i, m := range ms {
+		if last[m.key] == i {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (o *objw) close() { *o.b = append(*o.b, '}') }
@@ -155,13 +181,7 @@ func objectOf(ms []member) json.RawMessage {
 	}
 	var b []byte
 	o := openObject(&b)
-next:
-	for i, m := range ms {
-		for _, later := range ms[i+1:] {
-			if later.key == m.key {
-				continue next
-			}
-		}
+	for _, m := range lastOfEach(ms) {
 		o.key(m.key)
 		b = append(b, m.raw...)
 	}
