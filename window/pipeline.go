@@ -136,6 +136,10 @@ type Plan struct {
 // Empty reports whether the plan changes nothing.
 func (p *Plan) Empty() bool { return len(p.Mask) == 0 && p.From == 0 }
 
+// catalogueLines bounds one catalogue: an eighth of the budget at about 40
+// tokens a line.
+func (s *State) catalogueLines() int { return max(8, s.budget/8/40) }
+
 // Plan decides the compaction that brings the window from over its trigger
 // to its target: mask first (strategy mask), then cut on a safe boundary,
 // keeping the pinned head and the minimum tail. It returns a *BudgetError
@@ -209,16 +213,17 @@ func (s *State) Plan(r Request) (*Plan, error) {
 	if len(cuts) < s.policy.MinTailTurns {
 		minStart = cuts[0]
 	}
+	maxLines := s.catalogueLines()
 	blockTok := func(c int) int {
-		// one catalogue line is about 40 tokens per turn; the exact
-		// count is taken below once the cut is chosen.
-		turns := 0
+		// one catalogue line is about 40 tokens; the exact count is taken
+		// below once the cut is chosen.
+		turns := 1
 		for _, x := range cuts {
-			if x <= c {
+			if x < c {
 				turns++
 			}
 		}
-		return 12 + 40*(turns+1)
+		return 12 + 40*min(turns, maxLines)
 	}
 	after := func(c int) int { return fixed + s.memTok + blockTok(c) + suffix[c] }
 	msgsAfter := func(c int) int { return len(s.head) + 1 + len(s.tail) - c }
@@ -265,7 +270,7 @@ func (s *State) Plan(r Request) (*Plan, error) {
 	for _, it := range p.Leaving {
 		p.TokensBefore += it.cost()
 	}
-	p.Catalogue = Catalogue(p.Leaving)
+	p.Catalogue = Catalogue(p.Leaving, maxLines)
 	p.UsedAfter = fixed + s.memTok + s.sizer.Text(p.Catalogue) + 40 + suffix[chosen]
 	// Masks inside the leaving range are moot.
 	p.Mask = slices.DeleteFunc(p.Mask, func(q int64) bool { return q <= p.To })

@@ -143,18 +143,40 @@ func memoryMessage(blocks []Block) message.Message {
 }
 
 // Catalogue renders items leaving the window as one line per turn: the
-// range, the first message's ref, a preview and the tools used.
-func Catalogue(items []*Item) string {
-	var b strings.Builder
+// range, the first message's ref, a preview and the tools used. When there
+// are more turns than maxLines (> 0), consecutive turns share a line, so a
+// catalogue stays bounded however much leaves at once.
+func Catalogue(items []*Item, maxLines int) string {
+	var turns [][]*Item
 	for i := 0; i < len(items); {
 		j := i + 1
 		for j < len(items) && !items[j].Boundary {
 			j++
 		}
-		turn := items[i:j]
-		preview, ref := "", turn[0].Ref
-		counts := map[string]int{}
-		var order []string
+		turns = append(turns, items[i:j])
+		i = j
+	}
+	per := 1
+	if maxLines > 0 && len(turns) > maxLines {
+		per = (len(turns) + maxLines - 1) / maxLines
+	}
+	var b strings.Builder
+	for i := 0; i < len(turns); i += per {
+		group := turns[i:min(i+per, len(turns))]
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		catalogueLine(&b, group)
+	}
+	return b.String()
+}
+
+func catalogueLine(b *strings.Builder, turns [][]*Item) {
+	first, last := turns[0][0], turns[len(turns)-1][len(turns[len(turns)-1])-1]
+	preview, ref := "", first.Ref
+	counts := map[string]int{}
+	var order []string
+	for _, turn := range turns {
 		for _, it := range turn {
 			if preview == "" && !it.Msg.IsToolResult() {
 				if t := firstLine(it.Msg.TextOf(), 100); t != "" {
@@ -169,26 +191,25 @@ func Catalogue(items []*Item) string {
 				counts[c.ToolName]++
 			}
 		}
-		if preview == "" {
-			preview = fmt.Sprintf("%s message", turn[0].Msg.Role)
-		}
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "- [seq %d–%d] %s %s", turn[0].Seq, turn[len(turn)-1].Seq, ref, preview)
-		if len(order) > 0 {
-			b.WriteString("; tools:")
-			for _, t := range order {
-				if counts[t] > 1 {
-					fmt.Fprintf(&b, " %s×%d", t, counts[t])
-				} else {
-					fmt.Fprintf(&b, " %s", t)
-				}
+	}
+	if preview == "" {
+		preview = fmt.Sprintf("%s message", first.Msg.Role)
+	}
+	fmt.Fprintf(b, "- [seq %d–%d] ", first.Seq, last.Seq)
+	if len(turns) > 1 {
+		fmt.Fprintf(b, "%d turns, from ", len(turns))
+	}
+	fmt.Fprintf(b, "%s %s", ref, preview)
+	if len(order) > 0 {
+		b.WriteString("; tools:")
+		for _, t := range order {
+			if counts[t] > 1 {
+				fmt.Fprintf(b, " %s×%d", t, counts[t])
+			} else {
+				fmt.Fprintf(b, " %s", t)
 			}
 		}
-		i = j
 	}
-	return b.String()
 }
 
 // UnavailableResult is the text of a synthetic result for a dangling call.

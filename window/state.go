@@ -223,7 +223,12 @@ func (s *State) applyMessage(ev store.Event) {
 	m := ev.Message
 	s.messages++
 	it := &Item{Seq: ev.Seq, Ref: ev.Ref, At: ev.At.Unix(), Msg: m, Form: Raw}
-	raw := s.sizer.Message(ev.Ref, *m)
+	// The count recorded at append time is part of the log: using it keeps
+	// replay deterministic (I7) and a rebuild free of re-tokenising.
+	raw := ev.Tokens
+	if raw <= 0 {
+		raw = s.sizer.Message(ev.Ref, *m)
+	}
 	s.threadTokens += int64(raw)
 
 	if s.policy.PinHead && !s.headDone {
