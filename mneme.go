@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mnemehq/mneme/compact"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/dsn"
 	"github.com/mnemehq/mneme/token"
@@ -59,9 +60,21 @@ type Config struct {
 	// Models maps model names to context windows and tokenizers. Default
 	// token.DefaultTable().
 	Models *token.Table
-	// Compactor writes observations for the observe strategy. Nil: the
-	// deterministic catalogue (mask/archive) stands in.
+	// Compactor writes observations for the observe strategy (and, when it
+	// implements Reflector, condenses them). Nil: NewCompactor over the
+	// Summarizer below.
 	Compactor Compactor
+	// Summarizer is the model that writes observations and reflections
+	// (it may be cheaper than the agent's). With no Model, the
+	// deterministic extractive summarizer does. When a Model is set and
+	// Policy is nil, the default strategy becomes observe.
+	Summarizer compact.LLMConfig
+	// Buffer precomputes observations in the background as a thread's
+	// window passes 20%, 40%, 60% and 80% of its trigger, so that the call
+	// crossing the trigger rarely waits for the summarizer. It only runs
+	// for a summarizer that calls a model. Off by default in the library;
+	// the server turns it on.
+	Buffer bool
 	// OnUsage fires after every window; OnCompact after every compaction.
 	// They run on the caller's goroutine: keep them quick.
 	OnUsage   func(tenant, thread string, u Usage)
@@ -79,6 +92,9 @@ type CompactEvent struct {
 	Compacted *window.CompactedData
 	Reflected *window.ReflectedData
 	Masked    int
+	// Buffered: the observation was computed in the background before the
+	// trigger (no model call on the request path).
+	Buffered bool
 }
 
 // Manager owns the store and the materialised windows of open threads. It is
@@ -90,8 +106,15 @@ type Manager struct {
 	models    *token.Table
 	tokens    *token.Cache
 	compactor Compactor
+	reflector Reflector
+	buffering bool // background buffering is on and worth it
 	cfg       Config
-	log       *slog.Logger
+
+	// Background jobs (buffering): bg ends them on Close, jobs waits for them.
+	bg     context.Context
+	stopBg context.CancelFunc
+	jobs   sync.WaitGroup
+	log    *slog.Logger
 
 	mu      sync.Mutex
 	threads map[threadKey]*threadState
@@ -127,13 +150,38 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		}
 		m.store, m.ownsStore = s, true
 	}
+	if m.compactor == nil {
+		s, err := newSummarizer(cfg.Summarizer, m.models)
+		if err != nil {
+			if m.ownsStore {
+				m.store.Close()
+			}
+			return nil, err
+		}
+		m.compactor = NewCompactor(s)
+		if cfg.Summarizer.Model != "" && cfg.Policy == nil {
+			m.policy.Strategy = window.Observe
+		}
+	}
+	if r, ok := m.compactor.(Reflector); ok {
+		m.reflector = r
+	} else {
+		m.reflector = NewCompactor(nil).(Reflector)
+	}
+	if sc, ok := m.compactor.(summarizerCompactor); !ok || sc.slow() {
+		m.buffering = cfg.Buffer
+	}
+	m.bg, m.stopBg = context.WithCancel(context.Background())
 	m.tokens = token.NewCache()
 	m.threads = map[threadKey]*threadState{}
 	return m, nil
 }
 
-// Close closes the store if the Manager opened it.
+// Close cancels the background jobs and waits for them, then closes the
+// store if the Manager opened it.
 func (m *Manager) Close() error {
+	m.stopBg()
+	m.jobs.Wait()
 	if m.ownsStore {
 		return m.store.Close()
 	}
@@ -188,8 +236,11 @@ func (m *Manager) evictLocked(max int) {
 		var at uint64 = ^uint64(0)
 		for k, ts := range m.threads {
 			if ts.used < at && ts.mu.TryLock() {
+				busy := ts.buf.running // its job still reports to it
 				ts.mu.Unlock()
-				oldest, at = k, ts.used
+				if !busy {
+					oldest, at = k, ts.used
+				}
 			}
 		}
 		if at == ^uint64(0) {

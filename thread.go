@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,7 @@ type threadState struct {
 	policy Policy // effective policy (defaults merged with policy events)
 	tok    string // tokenizer name the state counts with
 	sz     sizer
+	buf    buffer // background observations, see buffer.go
 }
 
 // CompactInput is what a Compactor gets: the messages leaving the window
@@ -50,6 +52,11 @@ type CompactInput struct {
 	Policy         Policy
 	// Blocks are the observations already in the memory block.
 	Blocks []window.Block
+	// Counter counts tokens as the thread's window does.
+	Counter token.Counter
+	// MaxTokens is the most the observation may cost and keep the window
+	// under its trigger (0: no bound).
+	MaxTokens int
 }
 
 // Compactor writes the text that replaces a range leaving the window (the
@@ -362,7 +369,7 @@ func (t *Thread) Window(ctx context.Context, opts WindowOptions) (*window.Window
 		return nil, err
 	}
 	defer ts.mu.Unlock()
-	return t.windowLocked(ctx, ts, opts, false)
+	return t.windowLocked(ctx, ts, opts, false, false)
 }
 
 // AppendWindow appends msgs and returns the window in one call, under one
@@ -382,7 +389,7 @@ func (t *Thread) AppendWindow(ctx context.Context, msgs []message.Message, opts 
 			return nil, nil, err
 		}
 	}
-	w, err := t.windowLocked(ctx, ts, opts, false)
+	w, err := t.windowLocked(ctx, ts, opts, false, len(stored) > 0)
 	return stored, w, err
 }
 
@@ -394,7 +401,7 @@ func (t *Thread) Compact(ctx context.Context, opts WindowOptions) (*window.Windo
 		return nil, err
 	}
 	defer ts.mu.Unlock()
-	return t.windowLocked(ctx, ts, opts, true)
+	return t.windowLocked(ctx, ts, opts, true, false)
 }
 
 func (t *Thread) request(ts *threadState, opts WindowOptions) window.Request {
@@ -411,7 +418,10 @@ func (t *Thread) request(ts *threadState, opts WindowOptions) window.Request {
 	return r
 }
 
-func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowOptions, force bool) (*window.Window, error) {
+// windowLocked compacts when over the trigger (or forced) and builds the
+// window. grew says the call appended messages: only growth starts a
+// background observation.
+func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowOptions, force, grew bool) (*window.Window, error) {
 	if p := t.requestPolicy(ts, opts); p != nil {
 		if err := t.setPolicyLocked(ctx, ts, *p); err != nil {
 			return nil, err
@@ -419,7 +429,7 @@ func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowO
 	}
 	req := t.request(ts, opts)
 	var done *CompactEvent
-	if force || ts.st.OverTrigger(req) {
+	if force || (ts.st.OverTrigger(req) && !t.deferToBuffer(ts, req)) {
 		c, err := t.compactLocked(ctx, ts, req, force)
 		if err != nil {
 			return nil, err
@@ -434,6 +444,8 @@ func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowO
 		w.Usage.Step = true
 		w.Usage.Compacted = done.Compacted
 		w.Usage.Reflected = done.Reflected
+	} else if grew {
+		t.startBuffer(ts, req)
 	}
 	w.Usage.Evicted = ts.st.RefsByForm(window.Evicted)
 	w.Usage.Masked = ts.st.RefsByForm(window.Masked)
@@ -457,18 +469,26 @@ func (t *Thread) requestPolicy(ts *threadState, opts WindowOptions) *Policy {
 	return &p
 }
 
-// compactLocked plans a compaction, writes it to the log and applies it.
+// compactLocked plans a compaction, writes it to the log and applies it;
+// then reflects when the memory block has grown past its threshold.
 func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.Request, force bool) (*CompactEvent, error) {
+	buffered := false
 	plan := func() ([]store.Event, *window.Plan, error) {
 		p, err := ts.st.Plan(req)
 		if err != nil || p.Empty() {
 			return nil, p, err
 		}
-		d := window.CompactedData{Strategy: p.Strategy}
 		if p.From > 0 && p.Strategy == window.Observe {
-			d = t.observe(ctx, ts, p)
+			if evs := t.activateBuffer(ctx, ts, req, p); evs != nil {
+				buffered = true
+				return evs, p, nil
+			}
+			catTok := ts.sz.Text(p.Catalogue)
+			room := ts.policy.Trigger.TokensOf(ts.st.Budget()) - (p.UsedAfter - catTok) - 100
+			evs, err := p.Events(t.observe(ctx, ts, p.Leaving, p.Catalogue, room, false))
+			return evs, p, err
 		}
-		evs, err := p.Events(d)
+		evs, err := p.Events(window.CompactedData{Strategy: p.Strategy})
 		return evs, p, err
 	}
 	evs, p, err := plan()
@@ -479,6 +499,7 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 		if !force && !ts.st.OverTrigger(req) {
 			return nil, nil // another writer compacted already
 		}
+		buffered = false
 		evs, p2, err := plan()
 		p = p2
 		return evs, err
@@ -486,14 +507,25 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 	if err != nil || len(stored) == 0 {
 		return nil, err
 	}
-	ce := &CompactEvent{Seq: stored[len(stored)-1].Seq, Masked: len(p.Mask)}
+	ce := &CompactEvent{Seq: stored[len(stored)-1].Seq, Masked: len(p.Mask), Buffered: buffered}
 	for _, ev := range stored {
 		if ev.Kind == store.KindCompacted {
 			var d window.CompactedData
 			if json.Unmarshal(ev.Data, &d) == nil {
+				if ce.Compacted != nil { // several buffered parts: report them as one
+					d.From, d.Text = ce.Compacted.From, ce.Compacted.Text+"\n"+d.Text
+					d.TokensBefore += ce.Compacted.TokensBefore
+					d.TokensAfter += ce.Compacted.TokensAfter
+				}
 				ce.Compacted = &d
 			}
 		}
+	}
+	ts.buf.prune(ts.st)
+	if r, err := t.reflectLocked(ctx, ts); err != nil {
+		return nil, err
+	} else if r != nil {
+		ce.Reflected, ce.Seq = r, ts.st.LastSeq()
 	}
 	if t.m.cfg.OnCompact != nil {
 		t.m.cfg.OnCompact(t.tenant, t.id, *ce)
@@ -501,27 +533,72 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 	return ce, nil
 }
 
-// observe asks the Compactor for observations; without one, or when it
-// fails, the catalogue stands in and the event says why (I5).
-func (t *Thread) observe(ctx context.Context, ts *threadState, p *window.Plan) window.CompactedData {
-	if t.m.compactor == nil {
-		return window.CompactedData{Strategy: window.Mask, Fallback: "no summarizer configured: catalogue"}
+// observe asks the Compactor for observations of items; when it fails or
+// its observation would not fit under the trigger, the catalogue stands in
+// and the event says why (I5). extractive skips the model (the request
+// path must not wait for it).
+//
+// room is what the observation may cost and keep the window under its
+// trigger; catalogue is the items' deterministic rendering.
+func (t *Thread) observe(ctx context.Context, ts *threadState, items []*window.Item, catalogue string, room int, extractive bool) window.CompactedData {
+	catTok := ts.sz.Text(catalogue)
+	maxTok := max(200, room)
+	in := CompactInput{
+		Tenant: t.tenant, Thread: t.id, From: items[0].Seq, To: items[len(items)-1].Seq,
+		Items: items, Catalogue: catalogue, Policy: ts.policy, Blocks: ts.st.Blocks(),
+		Counter: ts.sz.c, MaxTokens: maxTok,
 	}
 	start := time.Now()
-	d, err := t.m.compactor.Observe(ctx, CompactInput{
-		Tenant: t.tenant, Thread: t.id, From: p.From, To: p.To,
-		Items: p.Leaving, Catalogue: p.Catalogue, Policy: ts.policy, Blocks: ts.st.Blocks(),
-	})
-	if err != nil || d.Text == "" {
+	c := t.m.compactor
+	if extractive {
+		c = NewCompactor(nil)
+	}
+	d, err := c.Observe(ctx, in)
+	switch {
+	case err != nil || strings.TrimSpace(d.Text) == "":
 		cause := "empty observation"
 		if err != nil {
 			cause = err.Error()
 		}
 		return window.CompactedData{Strategy: window.Mask, Fallback: "compactor failed: " + cause + ": catalogue", DurationMS: time.Since(start).Milliseconds()}
+	case ts.sz.Text(d.Text) > maxTok && ts.sz.Text(d.Text) > catTok:
+		return window.CompactedData{Strategy: window.Mask, Fallback: fmt.Sprintf("observation of %d tokens does not fit the %d left under the trigger: catalogue", ts.sz.Text(d.Text), maxTok), DurationMS: time.Since(start).Milliseconds()}
 	}
 	if d.DurationMS == 0 {
 		d.DurationMS = time.Since(start).Milliseconds()
 	}
+	d.Strategy = window.Observe
 	d.TokensAfter = ts.sz.Text(d.Text)
 	return d
+}
+
+// reflectLocked condenses the memory block when it has passed its
+// threshold: one reflected event replacing every block. It returns nil when
+// there was nothing to do (or another writer moved the log meanwhile: the
+// next compaction tries again).
+func (t *Thread) reflectLocked(ctx context.Context, ts *threadState) (*window.ReflectedData, error) {
+	blocks := ts.st.Blocks()
+	threshold := reflectThreshold(ts.policy, ts.st.Budget())
+	total := 0
+	for _, b := range blocks {
+		total += b.Tokens
+	}
+	if len(blocks) == 0 || total <= threshold {
+		return nil, nil
+	}
+	d, err := t.m.reflector.Reflect(ctx, ReflectInput{Tenant: t.tenant, Thread: t.id, Blocks: blocks, Target: threshold / 2, Policy: ts.policy, Counter: ts.sz.c})
+	if err != nil || strings.TrimSpace(d.Text) == "" || ts.sz.Text(d.Text) >= total {
+		t.m.log.Warn("reflection skipped", "tenant", t.tenant, "thread", t.id, "err", err)
+		return nil, nil
+	}
+	d.TokensAfter = ts.sz.Text(d.Text)
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := t.appendEvents(ctx, ts, []store.Event{{Kind: store.KindReflected, Data: b}}, func() ([]store.Event, error) { return nil, nil })
+	if err != nil || len(stored) == 0 {
+		return nil, err
+	}
+	return &d, nil
 }
