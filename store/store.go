@@ -158,9 +158,9 @@ type Item struct {
 // MemoryQuery searches long-term memory under a namespace prefix.
 type MemoryQuery struct {
 	Prefix []string
-	Text   string            // "" = no text condition (newest first)
-	Filter map[string]any    // top-level value fields that must be equal
-	Limit  int               // <= 0: 10
+	Text   string         // "" = no text condition (newest first)
+	Filter map[string]any // top-level value fields that must be equal
+	Limit  int            // <= 0: 10
 	Offset int
 }
 
