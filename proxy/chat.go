@@ -1,0 +1,401 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/mnemehq/mneme"
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/window"
+)
+
+// dialect is what differs between the two APIs: how a request's
+// conversation is read and rewritten, how a reply is read, and how recall
+// tool calls are taken out of what the client gets.
+type dialect interface {
+	api() API
+	path() string
+	// messages decodes the request's conversation; Anthropic's system
+	// field comes first, as a system message.
+	messages(req *object) ([]message.Message, error)
+	// build returns the upstream body: req with the window in place of the
+	// client's history, and the recall tools added when recall is set.
+	build(req *object, win []message.Message, recall bool) ([]byte, error)
+	// reply decodes a non-streamed response into the assistant message.
+	reply(body []byte) (message.Message, error)
+	// strip removes the recall tool calls from a non-streamed response; when
+	// no tool call is left the stop reason becomes a normal end.
+	strip(body []byte) ([]byte, error)
+	// results returns the messages that carry the answers to calls.
+	results(calls []message.Part, texts []string) []message.Message
+	// newStream returns the state of one streamed round.
+	newStream(c *streamCarry) streamState
+}
+
+// recordTimeout bounds writing a reply to the log once the client's
+// request is over (a client that went away does not cancel the record).
+const recordTimeout = 30 * time.Second
+
+// exchange is one request on its way through the proxy.
+type exchange struct {
+	p      *Proxy
+	w      http.ResponseWriter
+	r      *http.Request
+	d      dialect
+	req    *object
+	s      *session
+	win    *window.Window
+	rounds int
+}
+
+func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
+	start := time.Now()
+	api := d.api()
+	tenant := TenantOf(r.Context())
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, api, http.StatusRequestEntityTooLarge, "request body over "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+			return
+		}
+		writeError(w, api, http.StatusBadRequest, "could not read the request body: "+err.Error())
+		return
+	}
+	if !json.Valid(body) {
+		writeError(w, api, http.StatusBadRequest, "the request body is not valid JSON")
+		return
+	}
+	req, err := parseObject(body)
+	if err != nil {
+		writeError(w, api, http.StatusBadRequest, err.Error())
+		return
+	}
+	msgs, err := d.messages(req)
+	if err != nil {
+		writeError(w, api, http.StatusBadRequest, err.Error())
+		return
+	}
+	mode := r.Header.Get(HeaderMode)
+	switch mode {
+	case "", ModeResend:
+		mode = ModeResend
+	case ModeAppend:
+	default:
+		writeError(w, api, http.StatusBadRequest, HeaderMode+": want resend or append, got "+strconv.Quote(mode))
+		return
+	}
+	id := r.Header.Get(HeaderThread)
+	if id == "" {
+		id = r.Header.Get(HeaderThreadAlt)
+	}
+	if id == "" {
+		id = DeriveThreadID(tenant, msgs)
+	}
+	opts := mneme.WindowOptions{Tools: splitArray(req.get("tools")), Model: req.str("model")}
+	if ph := r.Header.Get(HeaderPolicy); ph != "" {
+		pol, err := p.m.Policy().MergeJSON([]byte(ph))
+		if err != nil {
+			writeError(w, api, http.StatusBadRequest, HeaderPolicy+": "+err.Error())
+			return
+		}
+		opts.Policy = &pol
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
+	defer cancel()
+	s, win, err := p.open(ctx, tenant, id, mode, msgs, opts)
+	if err != nil {
+		p.engineError(w, api, err)
+		return
+	}
+	x := &exchange{p: p, w: w, r: r.WithContext(ctx), d: d, req: req, s: s, win: win}
+	x.setHeaders()
+	status := x.run(ctx, req.boolean("stream"))
+	p.log.Info("proxy", "api", api, "tenant", tenant, "thread", s.id, "status", status,
+		"window_tokens", win.Usage.Total, "budget", win.Usage.Budget, "compacted", win.Usage.Step,
+		"recall_rounds", x.rounds, "ms", time.Since(start).Milliseconds())
+}
+
+// engineError answers an error of the engine: what the client can fix is
+// a 400 (a budget that cannot hold the request, a bad thread id or policy).
+func (p *Proxy) engineError(w http.ResponseWriter, api API, err error) {
+	var be *mneme.BudgetError
+	var fe *window.FieldError
+	switch {
+	case errors.As(err, &be), errors.As(err, &fe), errors.Is(err, store.ErrInvalid), errors.Is(err, errForkDepth):
+		writeError(w, api, http.StatusBadRequest, err.Error())
+	case isTimeout(err):
+		writeError(w, api, http.StatusGatewayTimeout, err.Error())
+	default:
+		p.log.Error("proxy: engine", "err", err)
+		writeError(w, api, http.StatusInternalServerError, "mneme: "+err.Error())
+	}
+}
+
+func (x *exchange) setHeaders() {
+	h := x.w.Header()
+	u := x.win.Usage
+	h.Set(HeaderThread, x.s.id)
+	h.Set(HeaderWindow, strconv.Itoa(u.Total))
+	h.Set(HeaderBudget, strconv.Itoa(u.Budget))
+	h.Set(HeaderThreadTok, strconv.FormatInt(u.ThreadTokens, 10))
+	h.Set(HeaderCompacted, strconv.FormatBool(u.Step))
+	if x.s.forkedFrom != "" {
+		h.Set(HeaderForkedFrom, x.s.forkedFrom)
+	}
+}
+
+// offerRecall reports whether the recall tools go into the request:
+// something is out of the window, or the window shows earlier recall calls
+// (which some APIs accept only with the tools declared).
+func (x *exchange) offerRecall() bool {
+	if x.p.cfg.RecallRounds < 0 {
+		return false
+	}
+	if x.win.NeedsRecall {
+		return true
+	}
+	for i := range x.win.Messages {
+		for _, pt := range x.win.Messages[i].Parts {
+			if pt.Type == message.ToolCall && IsRecallTool(pt.ToolName) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// run calls the upstream, as many rounds as recall takes, and answers the
+// client. It returns the status the client got.
+func (x *exchange) run(ctx context.Context, stream bool) int {
+	api := x.d.api()
+	for {
+		out, err := x.d.build(x.req, x.win.Messages, x.offerRecall())
+		if err != nil {
+			x.p.engineError(x.w, api, err)
+			return http.StatusInternalServerError
+		}
+		resp, err := x.p.send(ctx, x.r, api, x.d.path(), out)
+		if err != nil {
+			x.p.upstreamError(x.w, api, err)
+			if isTimeout(err) {
+				return http.StatusGatewayTimeout
+			}
+			return http.StatusBadGateway
+		}
+		if resp.StatusCode != http.StatusOK {
+			passThrough(x.w, resp)
+			return resp.StatusCode
+		}
+		if stream {
+			return x.relay(ctx, resp)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			x.p.upstreamError(x.w, api, err)
+			return http.StatusBadGateway
+		}
+		reply, err := x.d.reply(body)
+		if err != nil {
+			// Not a reply this proxy can read: the client gets it as it
+			// came, and the log keeps the request only.
+			x.p.log.Warn("proxy: unreadable upstream reply", "api", api, "err", err)
+			writeBody(x.w, resp, body)
+			return resp.StatusCode
+		}
+		calls, client := splitCalls(reply)
+		if len(calls) == 0 {
+			x.record(ctx, reply)
+			writeBody(x.w, resp, body)
+			return resp.StatusCode
+		}
+		again := client == 0 && x.rounds < x.p.cfg.RecallRounds
+		if again {
+			reply.Meta = setMeta(reply.Meta, MetaRecall)
+		}
+		results, err := x.answer(ctx, calls)
+		if err != nil {
+			x.p.engineError(x.w, api, err)
+			return http.StatusInternalServerError
+		}
+		if !again {
+			x.record(ctx, append([]message.Message{reply}, results...)...)
+			if body, err = x.d.strip(body); err != nil {
+				x.p.engineError(x.w, api, err)
+				return http.StatusInternalServerError
+			}
+			writeBody(x.w, resp, body)
+			return resp.StatusCode
+		}
+		x.rounds++
+		if _, x.win, err = x.s.thread.AppendWindow(ctx, append([]message.Message{reply}, results...), x.s.opts); err != nil {
+			x.p.engineError(x.w, api, err)
+			return http.StatusInternalServerError
+		}
+	}
+}
+
+// answer resolves recall calls; the results are marked as never seen by
+// the client.
+func (x *exchange) answer(ctx context.Context, calls []message.Part) ([]message.Message, error) {
+	texts := make([]string, len(calls))
+	for i, c := range calls {
+		t, err := x.p.recall.answer(ctx, x.s.tenant, x.s.id, c.ToolName, c.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		texts[i] = t
+	}
+	msgs := x.d.results(calls, texts)
+	for i := range msgs {
+		msgs[i].Meta = setMeta(msgs[i].Meta, MetaRecall)
+	}
+	return msgs, nil
+}
+
+// record appends the reply (and what goes with it) to the log before the
+// client gets it, so that the client's next request finds it there.
+func (x *exchange) record(ctx context.Context, msgs ...message.Message) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if _, err := x.s.thread.Append(ctx, msgs...); err != nil {
+		x.p.log.Error("proxy: recording the reply", "tenant", x.s.tenant, "thread", x.s.id, "err", err)
+	}
+}
+
+func setMeta(m map[string]string, key string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[key] = "true"
+	return m
+}
+
+// splitCalls returns a reply's recall calls and the number of the
+// client's own.
+func splitCalls(m message.Message) (recall []message.Part, client int) {
+	for _, p := range m.Parts {
+		if p.Type != message.ToolCall {
+			continue
+		}
+		if IsRecallTool(p.ToolName) {
+			recall = append(recall, p)
+		} else {
+			client++
+		}
+	}
+	return recall, client
+}
+
+// send makes one upstream call with the client's headers, minus those that
+// belong to the hop and to Mneme, plus the server's key when it has one.
+func (p *Proxy) send(ctx context.Context, in *http.Request, api API, path string, body []byte) (*http.Response, error) {
+	u := *p.upstreamFor(api)
+	u.Path += path
+	u.RawQuery = in.URL.RawQuery
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range in.Header {
+		if hopHeader(k) {
+			continue
+		}
+		out.Header[k] = vs
+	}
+	stripMneme(out.Header)
+	out.Header.Set("Content-Type", "application/json")
+	p.setAuth(out.Header, api)
+	return p.client.Do(out)
+}
+
+// hopHeader reports headers that belong to one connection, or that the
+// proxy sets itself.
+func hopHeader(k string) bool {
+	switch k {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Te", "Trailer",
+		"Transfer-Encoding", "Upgrade", "Content-Length", "Host", "Accept-Encoding", "Content-Encoding":
+		return true
+	}
+	return false
+}
+
+func copyHeaders(w http.ResponseWriter, resp *http.Response) {
+	h := w.Header()
+	for k, vs := range resp.Header {
+		if hopHeader(k) {
+			continue
+		}
+		h[k] = vs
+	}
+}
+
+// passThrough gives the client an upstream error as it came.
+func passThrough(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	copyHeaders(w, resp)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func writeBody(w http.ResponseWriter, resp *http.Response, body []byte) {
+	copyHeaders(w, resp)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+}
+
+// splitArray returns the elements of a JSON array (nil for anything else).
+func splitArray(b []byte) []json.RawMessage {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil
+	}
+	var out []json.RawMessage
+	i = skipWS(b, i+1)
+	for i < len(b) && b[i] != ']' {
+		end := skipValue(b, i)
+		out = append(out, json.RawMessage(b[i:end]))
+		i = skipWS(b, end)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+		}
+	}
+	return out
+}
+
+// joinArray writes elements as a JSON array.
+func joinArray(elems ...[]byte) []byte {
+	n := 2
+	for _, e := range elems {
+		n += len(e) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, e := range elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e...)
+	}
+	return append(b, ']')
+}
+
+// withRecallTools returns the request's tools array with the recall tools
+// appended.
+func withRecallTools(tools []byte, api API) []byte {
+	var elems [][]byte
+	for _, t := range splitArray(tools) {
+		elems = append(elems, t)
+	}
+	return joinArray(append(elems, recallTools(api)...)...)
+}

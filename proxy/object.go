@@ -1,0 +1,176 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+)
+
+// object is a request body's top-level JSON object kept as raw field values
+// in their original order, so that the proxy can replace the fields it owns
+// (messages, system, tools) and give every other field back byte for byte.
+type object struct {
+	fields []objField
+}
+
+type objField struct {
+	key    string
+	rawKey []byte // the key as it was spelled, quotes included
+	val    []byte
+}
+
+var errNotObject = errors.New("the request body must be a JSON object")
+
+// parseObject splits a JSON object into its fields. The input must already
+// be valid JSON (json.Valid): this only finds the boundaries.
+func parseObject(b []byte) (*object, error) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, errNotObject
+	}
+	o := &object{fields: make([]objField, 0, 16)}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return o, nil
+	}
+	for i < len(b) {
+		start, end := i, skipString(b, i)
+		key, err := strconv.Unquote(string(b[i:end]))
+		if err != nil {
+			// JSON escapes strconv does not know (\/): let encoding/json decide.
+			if err := json.Unmarshal(b[i:end], &key); err != nil {
+				return nil, err
+			}
+		}
+		i = skipWS(b, end)
+		i = skipWS(b, i+1) // ':'
+		vend := skipValue(b, i)
+		o.fields = append(o.fields, objField{key: key, rawKey: b[start:end], val: b[i:vend]})
+		i = skipWS(b, vend)
+		if i < len(b) && b[i] == '}' {
+			return o, nil
+		}
+		i = skipWS(b, i+1) // ','
+	}
+	return nil, errNotObject
+}
+
+// get returns a field's raw value, nil when absent.
+func (o *object) get(key string) []byte {
+	for _, f := range o.fields {
+		if f.key == key {
+			return f.val
+		}
+	}
+	return nil
+}
+
+// set replaces a field's value in place, or appends the field.
+func (o *object) set(key string, val []byte) {
+	for i := range o.fields {
+		if o.fields[i].key == key {
+			o.fields[i].val = val
+			return
+		}
+	}
+	q, _ := json.Marshal(key)
+	o.fields = append(o.fields, objField{key: key, rawKey: q, val: val})
+}
+
+// del removes a field.
+func (o *object) del(key string) {
+	for i := range o.fields {
+		if o.fields[i].key == key {
+			o.fields = append(o.fields[:i], o.fields[i+1:]...)
+			return
+		}
+	}
+}
+
+// str returns a string field's value ("" when absent or not a string).
+func (o *object) str(key string) string {
+	v := o.get(key)
+	if len(v) < 2 || v[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// boolean reports whether a field is the literal true.
+func (o *object) boolean(key string) bool {
+	return string(o.get(key)) == "true"
+}
+
+// bytes writes the object back.
+func (o *object) bytes() []byte {
+	n := 2
+	for _, f := range o.fields {
+		n += len(f.rawKey) + len(f.val) + 2
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for i, f := range o.fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, f.rawKey...)
+		b = append(b, ':')
+		b = append(b, f.val...)
+	}
+	return append(b, '}')
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] ('"').
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\n' && b[i] != '\t' && b[i] != '\r' {
+		i++
+	}
+	return i
+}

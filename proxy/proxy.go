@@ -1,0 +1,242 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mnemehq/mneme"
+	"github.com/mnemehq/mneme/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultOpenAIUpstream    = "https://api.openai.com"
+	DefaultAnthropicUpstream = "https://api.anthropic.com"
+	DefaultMaxBodyBytes      = 32 << 20
+	DefaultRecallRounds      = 4
+	DefaultUpstreamTimeout   = 10 * time.Minute
+	// DefaultTenant owns everything when the server runs without auth.
+	DefaultTenant = "default"
+)
+
+// Request headers the proxy reads.
+const (
+	HeaderThread     = "X-Mneme-Thread"
+	HeaderThreadAlt  = "Mneme-Thread"
+	HeaderMode       = "X-Mneme-Mode"
+	HeaderPolicy     = "X-Mneme-Policy"
+	HeaderWindow     = "X-Mneme-Window-Tokens"
+	HeaderBudget     = "X-Mneme-Window-Budget"
+	HeaderThreadTok  = "X-Mneme-Thread-Tokens"
+	HeaderCompacted  = "X-Mneme-Compacted"
+	HeaderForkedFrom = "X-Mneme-Forked-From"
+)
+
+// Config configures a Proxy.
+type Config struct {
+	// Manager is the engine; required. The proxy reads and searches the
+	// log through Manager.Store().
+	Manager *mneme.Manager
+	// OpenAIUpstream and AnthropicUpstream are the base URLs of the real
+	// APIs (a trailing /v1 is accepted). Defaults: the public APIs.
+	OpenAIUpstream    string
+	AnthropicUpstream string
+	// OpenAIKey and AnthropicKey, when set, replace whatever key the client
+	// sent. When empty the client's key is forwarded (the server removes
+	// the client's Mneme key first when it runs with auth).
+	OpenAIKey    string
+	AnthropicKey string
+	// Client makes the upstream calls. Default: a client with no overall
+	// timeout (streams are long) over a tuned transport.
+	Client *http.Client
+	// MaxBodyBytes bounds a request body (413 beyond). Default 32 MiB.
+	MaxBodyBytes int64
+	// RecallRounds bounds the recall loop of one request (default 4); a
+	// negative value offers no recall tools.
+	RecallRounds int
+	// UpstreamTimeout bounds one request's whole exchange with the
+	// upstream, recall rounds and stream included (504 beyond). Default 10m.
+	UpstreamTimeout time.Duration
+	// Logger for one line per request. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Proxy serves the OpenAI and Anthropic routes. It is safe for concurrent
+// use.
+type Proxy struct {
+	cfg       Config
+	m         *mneme.Manager
+	store     store.Store
+	openai    *url.URL
+	anthropic *url.URL
+	client    *http.Client
+	log       *slog.Logger
+	recall    recaller
+	forward   http.Handler
+
+	mu    sync.Mutex
+	cache map[threadKey]*logUnits
+
+	inflight sync.WaitGroup
+}
+
+// New returns a Proxy for cfg.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Manager == nil {
+		return nil, errors.New("proxy: Config.Manager is required")
+	}
+	p := &Proxy{cfg: cfg, m: cfg.Manager, store: cfg.Manager.Store(), client: cfg.Client, log: cfg.Logger, cache: map[threadKey]*logUnits{}}
+	var err error
+	if p.openai, err = baseURL(cfg.OpenAIUpstream, DefaultOpenAIUpstream); err != nil {
+		return nil, fmt.Errorf("proxy: openai upstream: %w", err)
+	}
+	if p.anthropic, err = baseURL(cfg.AnthropicUpstream, DefaultAnthropicUpstream); err != nil {
+		return nil, fmt.Errorf("proxy: anthropic upstream: %w", err)
+	}
+	if p.cfg.MaxBodyBytes <= 0 {
+		p.cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if p.cfg.RecallRounds == 0 {
+		p.cfg.RecallRounds = DefaultRecallRounds
+	}
+	if p.cfg.UpstreamTimeout <= 0 {
+		p.cfg.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	if p.client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns = 1024
+		t.MaxIdleConnsPerHost = 256
+		t.ResponseHeaderTimeout = p.cfg.UpstreamTimeout
+		p.client = &http.Client{Transport: t}
+	}
+	p.recall = recaller{store: p.store}
+	p.forward = &httputil.ReverseProxy{
+		Rewrite:       p.rewriteForward,
+		Transport:     p.client.Transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p.upstreamError(w, APIOf(r), err)
+		},
+	}
+	return p, nil
+}
+
+// baseURL parses an upstream base URL, dropping a trailing "/" and "/v1".
+func baseURL(s, def string) (*url.URL, error) {
+	if s == "" {
+		s = def
+	}
+	u, err := url.Parse(strings.TrimSuffix(strings.TrimSuffix(s, "/"), "/v1"))
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("%q: want http(s)://host[:port]", s)
+	}
+	return u, nil
+}
+
+// Handler returns the proxy's routes: POST /v1/chat/completions, POST
+// /v1/messages, and every other /v1/* path forwarded as it is.
+func (p *Proxy) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.inflight.Add(1)
+		defer p.inflight.Done()
+		switch {
+		case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
+			p.serveChat(w, r, openAIDialect{})
+		case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
+			p.serveChat(w, r, anthropicDialect{})
+		default:
+			p.forward.ServeHTTP(w, r)
+		}
+	})
+}
+
+// Wait blocks until the requests in flight have returned (their replies
+// recorded): the server calls it during a graceful shutdown, after it has
+// stopped accepting requests and before it closes the store.
+func (p *Proxy) Wait() { p.inflight.Wait() }
+
+type tenantKey struct{}
+
+// WithTenant returns ctx carrying the tenant a request acts for.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantOf returns the tenant ctx carries, DefaultTenant when none.
+func TenantOf(ctx context.Context) string {
+	if t, ok := ctx.Value(tenantKey{}).(string); ok && t != "" {
+		return t
+	}
+	return DefaultTenant
+}
+
+// upstreamFor returns the base URL for an API.
+func (p *Proxy) upstreamFor(api API) *url.URL {
+	if api == Anthropic {
+		return p.anthropic
+	}
+	return p.openai
+}
+
+// rewriteForward sends any other /v1/* request upstream unchanged but for
+// the key the server config imposes.
+func (p *Proxy) rewriteForward(pr *httputil.ProxyRequest) {
+	api := APIOf(pr.In)
+	pr.SetURL(p.upstreamFor(api))
+	pr.Out.Host = pr.Out.URL.Host
+	p.setAuth(pr.Out.Header, api)
+	stripMneme(pr.Out.Header)
+}
+
+// setAuth puts the server's own upstream key on h, when it has one.
+func (p *Proxy) setAuth(h http.Header, api API) {
+	if api == Anthropic && p.cfg.AnthropicKey != "" {
+		h.Del("Authorization")
+		h.Set("X-Api-Key", p.cfg.AnthropicKey)
+	}
+	if api == OpenAI && p.cfg.OpenAIKey != "" {
+		h.Del("X-Api-Key")
+		h.Set("Authorization", "Bearer "+p.cfg.OpenAIKey)
+	}
+}
+
+func stripMneme(h http.Header) {
+	for k := range h {
+		if strings.HasPrefix(k, "X-Mneme-") || strings.HasPrefix(k, "Mneme-") {
+			delete(h, k)
+		}
+	}
+}
+
+// upstreamError answers a failed upstream exchange: 504 on a timeout, 502
+// when the upstream could not be reached or broke the connection.
+func (p *Proxy) upstreamError(w http.ResponseWriter, api API, err error) {
+	if isTimeout(err) {
+		writeError(w, api, http.StatusGatewayTimeout, "mneme: the upstream model API did not answer in time: "+err.Error())
+		return
+	}
+	writeError(w, api, http.StatusBadGateway, "mneme: the upstream model API is unreachable: "+err.Error())
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
