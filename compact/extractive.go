@@ -40,12 +40,11 @@ var (
 	// notableRe: a digit, an identifier (snake_case, camelCase, a.b,
 	// f(), ABC-123), a path or a URL.
 	notableRe  = regexp.MustCompile(`\d|[A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]*|[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][A-Za-z0-9_]*\(\)|[A-Za-z0-9_.~-]*/[A-Za-z0-9_.-]+|https?://`)
-	decisionRe = regexp.MustCompile(`(?i)\b(decid\w*|decision|let's|let us|we will|we'll|go with|use|don't|do not|must|never|always|prefer\w*|instead|should|switch\w*|keep|stop)\b`)
+	decisionRe = regexp.MustCompile(`(?i)\b(decid\w*|decision|let's|let us|we will|we'll|go with|use|don't|do not|must|never|always|prefer\w*|instead|should|switch\w*|stop)\b`)
 	questionRe = regexp.MustCompile(`\?\s*$`)
 	doneRe     = regexp.MustCompile(`(?i)\b(done|fixed|completed?|resolved|merged|all tests pass\w*|tests? pass\w*|finished)\b`)
 	nextRe     = regexp.MustCompile(`(?i)\b(next|todo|then i|i will|i'll|plan|remaining|still need)\b`)
 	errorRe    = regexp.MustCompile(`(?i)(\w*error\b|\bfail(ed|ure)?\b|\bpanic\b|\bexception\b|\bfatal\b|\btraceback\b|\bdenied\b)[^\n]{0,2}?[:\[!]|^\s*(--- )?FAIL\b|\bexit (status|code) [1-9]`)
-	sentenceRe = regexp.MustCompile(`[^.!?\n]+(?:[.!?]+(?:\s|$)|\n|$)`)
 )
 
 func (e Extractive) counter() token.Counter {
@@ -236,28 +235,66 @@ func keepNotable(text string, max int) string {
 	return clipRunes(t, max)
 }
 
-// notableSentences returns the sentences of text worth keeping, joined,
-// within max runes (a sentence that does not fit whole is left out, unless
-// it is the first).
+// notableSentences returns the sentences of text worth keeping, in order,
+// within max runes: first those carrying facts (digits, identifiers, paths,
+// URLs, errors), then those with decisions, questions or plans, as room
+// allows. Repeats count once; a sentence that does not fit whole is left
+// out, unless nothing else is kept.
 func notableSentences(text string, max int) string {
-	var kept []string
-	n := 0
-	for _, s := range sentenceRe.FindAllString(text, -1) {
+	var all []string
+	var strong []bool
+	seen := map[string]bool{}
+	for _, s := range sentences(text) {
 		s = strings.Join(strings.Fields(s), " ")
-		if s == "" || !notable(s) {
+		if s == "" || seen[s] || !notable(s) {
 			continue
 		}
-		r := len([]rune(s))
-		if n+r > max {
-			if len(kept) == 0 {
-				kept = append(kept, clipRunes(s, max))
+		seen[s] = true
+		all = append(all, s)
+		strong = append(strong, notableRe.MatchString(s) || errorRe.MatchString(s) || hasUpperRun(s))
+	}
+	keep := make([]bool, len(all))
+	n := 0
+	for _, pass := range []bool{true, false} {
+		for i, s := range all {
+			if strong[i] != pass {
+				continue
 			}
-			continue
+			if r := len([]rune(s)); n+r <= max {
+				keep[i] = true
+				n += r + 1
+			}
 		}
-		kept = append(kept, s)
-		n += r + 1
+	}
+	var kept []string
+	for i, s := range all {
+		if keep[i] {
+			kept = append(kept, s)
+		}
+	}
+	if len(kept) == 0 && len(all) > 0 {
+		kept = append(kept, clipRunes(all[0], max))
 	}
 	return strings.Join(kept, " ")
+}
+
+// sentences splits text after ., ! or ? followed by a space, and at line
+// ends; "ci.example.com" or "0.07" stay whole.
+func sentences(text string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		end := c == '\n' || ((c == '.' || c == '!' || c == '?') && (i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n' || text[i+1] == '\t'))
+		if end {
+			out = append(out, text[start:i+1])
+			start = i + 1
+		}
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
 }
 
 func notable(s string) bool {

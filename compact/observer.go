@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemehq/mneme/llm"
 	"github.com/mnemehq/mneme/token"
 	"github.com/mnemehq/mneme/window"
 )
@@ -152,6 +153,10 @@ func (r *Reflector) Reflect(ctx context.Context, blocks []window.Block, target i
 				}
 				if err == nil {
 					err = checkRanges(o.Text, d.From, d.To)
+				}
+				if errors.Is(err, llm.ErrTruncated) {
+					why = fmt.Sprintf("summarizer ran past the %d-token target at level %d", target, level)
+					continue
 				}
 				if err != nil {
 					why = "summarizer failed: " + cause(ctx, err)
