@@ -148,22 +148,26 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, body []by
 	}
 	content := []any{}
 	if a.text != "" {
-		content = append(content, map[string]any{"type": "text", "text": a.text})
+		content = append(content, object{{"type", "text"}, {"text", a.text}})
 	}
 	for _, c := range a.calls {
-		content = append(content, map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": toolInput(c.Arguments)})
+		content = append(content, object{{"type", "tool_use"}, {"id", c.ID}, {"name", c.Name}, {"input", toolInput(c.Arguments)}})
 	}
-	obj := map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": req.Model,
-		"content": content, "stop_reason": a.stop, "stop_sequence": nil,
-		"usage": anthropicUsage(a.in, a.out),
-	}
+	msg := anthropicMessage(id, req.Model, content, a.stop, anthropicUsage(a.in, a.out))
 	if rep.CutAfter > 0 {
-		b, _ := json.Marshal(obj)
+		b, _ := marshal(msg)
 		writeCut(w, b)
 		return
 	}
-	writeJSON(w, http.StatusOK, obj)
+	writeJSON(w, http.StatusOK, msg)
+}
+
+func anthropicMessage(id, model string, content []any, stop any, usage object) object {
+	return object{
+		{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model},
+		{"content", content}, {"stop_reason", stop}, {"stop_sequence", nil},
+		{"usage", usage},
+	}
 }
 
 // toolInput returns arguments as a JSON object, or {} when they are not one.
@@ -175,11 +179,10 @@ func toolInput(args string) json.RawMessage {
 	return json.RawMessage(args)
 }
 
-func anthropicUsage(in, out int) map[string]any {
-	return map[string]any{
-		"input_tokens": in, "output_tokens": out,
-		"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-		"service_tier": "standard",
+func anthropicUsage(in, out int) object {
+	return object{
+		{"input_tokens", in}, {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", 0},
+		{"output_tokens", out}, {"service_tier", "standard"},
 	}
 }
 
@@ -189,11 +192,7 @@ func anthropicUsage(in, out int) map[string]any {
 // message_stop.
 func streamAnthropic(w http.ResponseWriter, r *http.Request, req Request, rep Reply, a answer, id string) {
 	ev := newSSE(w, r, rep)
-	start := map[string]any{"type": "message_start", "message": map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": req.Model,
-		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-		"usage": anthropicUsage(a.in, 1),
-	}}
+	start := object{{"type", "message_start"}, {"message", anthropicMessage(id, req.Model, []any{}, nil, anthropicUsage(a.in, 1))}}
 	if !ev.sendJSON("message_start", start) {
 		return
 	}
@@ -209,43 +208,45 @@ func streamAnthropic(w http.ResponseWriter, r *http.Request, req Request, rep Re
 		return ev.send("ping", `{"type": "ping"}`)
 	}
 	index := 0
-	block := func(startBlock map[string]any, deltas []map[string]any) bool {
-		if !ev.sendJSON("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": startBlock}) || !ping() {
+	block := func(startBlock object, deltas []object) bool {
+		if !ev.sendJSON("content_block_start", object{{"type", "content_block_start"}, {"index", index}, {"content_block", startBlock}}) || !ping() {
 			return false
 		}
 		for _, d := range deltas {
-			if !ev.sendJSON("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d}) {
+			if !ev.sendJSON("content_block_delta", object{{"type", "content_block_delta"}, {"index", index}, {"delta", d}}) {
 				return false
 			}
 		}
-		ok := ev.sendJSON("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		ok := ev.sendJSON("content_block_stop", object{{"type", "content_block_stop"}, {"index", index}})
 		index++
 		return ok
 	}
 	if a.text != "" {
-		var deltas []map[string]any
+		var deltas []object
 		for _, piece := range splitChunks(a.text) {
-			deltas = append(deltas, map[string]any{"type": "text_delta", "text": piece})
+			deltas = append(deltas, object{{"type", "text_delta"}, {"text", piece}})
 		}
-		if !block(map[string]any{"type": "text", "text": ""}, deltas) {
+		if !block(object{{"type", "text"}, {"text", ""}}, deltas) {
 			return
 		}
 	}
 	for _, c := range a.calls {
-		deltas := []map[string]any{{"type": "input_json_delta", "partial_json": ""}}
+		deltas := []object{{{"type", "input_json_delta"}, {"partial_json", ""}}}
 		for _, frag := range splitChunks(c.Arguments) {
-			deltas = append(deltas, map[string]any{"type": "input_json_delta", "partial_json": frag})
+			deltas = append(deltas, object{{"type", "input_json_delta"}, {"partial_json", frag}})
 		}
-		if !block(map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": map[string]any{}}, deltas) {
+		if !block(object{{"type", "tool_use"}, {"id", c.ID}, {"name", c.Name}, {"input", object{}}}, deltas) {
 			return
 		}
 	}
 	if !ping() {
 		return
 	}
-	delta := map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": a.stop, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": a.out}}
+	delta := object{
+		{"type", "message_delta"},
+		{"delta", object{{"stop_reason", a.stop}, {"stop_sequence", nil}}},
+		{"usage", object{{"output_tokens", a.out}}},
+	}
 	if !ev.sendJSON("message_delta", delta) {
 		return
 	}
@@ -257,5 +258,5 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, body [
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"input_tokens": promptTokens(req)})
+	writeJSON(w, http.StatusOK, object{{"input_tokens", promptTokens(req)}})
 }

@@ -23,8 +23,13 @@
 //   - Any other request gets "ok: " followed by the first 60 characters of the
 //     last user text, whitespace collapsed ("ok" when there is none).
 //
-// Tool calls are only ever returned when scripted. Every request is recorded
-// ([Server.Requests]).
+// Tool calls are only ever returned when scripted. A text answer longer than
+// the request's max_tokens (counted roughly, four bytes a token) is cut to it
+// and stops with "length" / "max_tokens", as a real model's would. Requests
+// are validated like upstream, including tool-call pairing (an unanswered
+// tool call or an orphan tool result is a 400), so a test that passes against
+// this server would not be rejected by the real API for those reasons. Every
+// request is recorded ([Server.Requests]).
 //
 // The package must not import the project's message package or any other
 // Mneme package: it sees requests only as JSON, as a real provider would.

@@ -107,11 +107,11 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, body []
 			}
 			emb = base64.StdEncoding.EncodeToString(buf)
 		}
-		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": emb}
+		data[i] = object{{"object", "embedding"}, {"index", i}, {"embedding", emb}}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list", "data": data, "model": *in.Model,
-		"usage": map[string]any{"prompt_tokens": tokens, "total_tokens": tokens},
+	writeJSON(w, http.StatusOK, object{
+		{"object", "list"}, {"data", data}, {"model", *in.Model},
+		{"usage", object{{"prompt_tokens", tokens}, {"total_tokens", tokens}}},
 	})
 }
 
@@ -162,17 +162,17 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, _ []byte) {
 	if apiOf(r) == APIAnthropic {
 		data := make([]any, len(s.cfg.models))
 		for i, id := range s.cfg.models {
-			data[i] = map[string]any{"type": "model", "id": id, "display_name": id, "created_at": "2025-01-01T00:00:00Z"}
+			data[i] = object{{"type", "model"}, {"id", id}, {"display_name", id}, {"created_at", "2025-01-01T00:00:00Z"}}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{
-			"data": data, "has_more": false,
-			"first_id": s.cfg.models[0], "last_id": s.cfg.models[len(s.cfg.models)-1],
+		writeJSON(w, http.StatusOK, object{
+			{"data", data}, {"has_more", false},
+			{"first_id", s.cfg.models[0]}, {"last_id", s.cfg.models[len(s.cfg.models)-1]},
 		})
 		return
 	}
 	data := make([]any, len(s.cfg.models))
 	for i, id := range s.cfg.models {
-		data[i] = map[string]any{"id": id, "object": "model", "created": 1735689600, "owned_by": "fakellm"}
+		data[i] = object{{"id", id}, {"object", "model"}, {"created", 1735689600}, {"owned_by", "fakellm"}}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	writeJSON(w, http.StatusOK, object{{"object", "list"}, {"data", data}})
 }

@@ -157,106 +157,112 @@ func (s *Server) serveChatCompletions(w http.ResponseWriter, r *http.Request, bo
 		return
 	}
 	a := resolve(APIOpenAI, req, rep)
-	id, created := newID("chatcmpl-"), time.Now().Unix()
+	c := openAIChunker{id: newID("chatcmpl-"), created: time.Now().Unix(), model: req.Model, includeUsage: includeUsage}
 	w.Header().Set("X-Request-Id", newID("req_"))
 	if req.Stream {
-		streamOpenAI(w, r, req, rep, a, id, created, includeUsage)
+		streamOpenAI(w, r, rep, a, c)
 		return
 	}
-	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil, "annotations": []any{}}
+	var content any
 	if a.text != "" || len(a.calls) == 0 {
-		msg["content"] = a.text
+		content = a.text
 	}
+	msg := object{{"role", "assistant"}, {"content", content}, {"refusal", nil}, {"annotations", []any{}}}
 	if len(a.calls) > 0 {
 		var calls []any
-		for _, c := range a.calls {
-			calls = append(calls, map[string]any{
-				"id": c.ID, "type": "function",
-				"function": map[string]any{"name": c.Name, "arguments": c.Arguments},
+		for _, tc := range a.calls {
+			calls = append(calls, object{
+				{"id", tc.ID}, {"type", "function"},
+				{"function", object{{"name", tc.Name}, {"arguments", tc.Arguments}}},
 			})
 		}
-		msg["tool_calls"] = calls
+		msg = append(msg, field{"tool_calls", calls})
 	}
-	obj := map[string]any{
-		"id": id, "object": "chat.completion", "created": created, "model": req.Model,
-		"choices": []any{map[string]any{
-			"index": 0, "message": msg, "finish_reason": a.stop, "logprobs": nil,
-		}},
-		"usage":              openAIUsage(a),
-		"service_tier":       "default",
-		"system_fingerprint": "fp_fakellm",
+	completion := object{
+		{"id", c.id}, {"object", "chat.completion"}, {"created", c.created}, {"model", c.model},
+		{"choices", []any{object{{"index", 0}, {"message", msg}, {"logprobs", nil}, {"finish_reason", a.stop}}}},
+		{"usage", openAIUsage(a)},
+		{"service_tier", "default"},
+		{"system_fingerprint", "fp_fakellm"},
 	}
 	if rep.CutAfter > 0 {
-		b, _ := json.Marshal(obj)
+		b, _ := marshal(completion)
 		writeCut(w, b)
 		return
 	}
-	writeJSON(w, http.StatusOK, obj)
+	writeJSON(w, http.StatusOK, completion)
 }
 
-func openAIUsage(a answer) map[string]any {
-	return map[string]any{
-		"prompt_tokens": a.in, "completion_tokens": a.out, "total_tokens": a.in + a.out,
-		"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
-		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+func openAIUsage(a answer) object {
+	return object{
+		{"prompt_tokens", a.in}, {"completion_tokens", a.out}, {"total_tokens", a.in + a.out},
+		{"prompt_tokens_details", object{{"cached_tokens", 0}, {"audio_tokens", 0}}},
+		{"completion_tokens_details", object{{"reasoning_tokens", 0}, {"audio_tokens", 0}, {"accepted_prediction_tokens", 0}, {"rejected_prediction_tokens", 0}}},
 	}
+}
+
+// openAIChunker builds the chat.completion.chunk objects of one stream.
+type openAIChunker struct {
+	id           string
+	created      int64
+	model        string
+	includeUsage bool
+}
+
+func (c openAIChunker) head() object {
+	return object{
+		{"id", c.id}, {"object", "chat.completion.chunk"}, {"created", c.created}, {"model", c.model},
+		{"service_tier", "default"}, {"system_fingerprint", "fp_fakellm"},
+	}
+}
+
+// chunk is one choice delta; with include_usage every chunk carries
+// "usage": null, as upstream does.
+func (c openAIChunker) chunk(delta object, finish any) object {
+	o := append(c.head(), field{"choices", []any{object{{"index", 0}, {"delta", delta}, {"logprobs", nil}, {"finish_reason", finish}}}})
+	if c.includeUsage {
+		o = append(o, field{"usage", nil})
+	}
+	return o
 }
 
 // streamOpenAI sends the answer as chat.completion.chunk events: the role,
 // the content in pieces, each tool call (id and name, then argument
 // fragments), the finish reason, the usage when asked, then [DONE].
-func streamOpenAI(w http.ResponseWriter, r *http.Request, req Request, rep Reply, a answer, id string, created int64, includeUsage bool) {
+func streamOpenAI(w http.ResponseWriter, r *http.Request, rep Reply, a answer, c openAIChunker) {
 	ev := newSSE(w, r, rep)
-	chunk := func(delta map[string]any, finish any) map[string]any {
-		c := map[string]any{
-			"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
-			"service_tier": "default", "system_fingerprint": "fp_fakellm",
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}},
-		}
-		if includeUsage {
-			c["usage"] = nil
-		}
-		return c
-	}
-	first := map[string]any{"role": "assistant", "content": "", "refusal": nil}
+	var content any = ""
 	if a.text == "" && len(a.calls) > 0 {
-		first["content"] = nil
+		content = nil
 	}
-	if !ev.sendJSON("", chunk(first, nil)) {
+	if !ev.sendJSON("", c.chunk(object{{"role", "assistant"}, {"content", content}, {"refusal", nil}}, nil)) {
 		return
 	}
-	if rep.Malformed && !ev.send("", `{"id": "`+id+`", "object": "chat.completion.chunk", "choices": [{"delta": {"content": "unterminated`) {
+	if rep.Malformed && !ev.send("", `{"id": "`+c.id+`", "object": "chat.completion.chunk", "choices": [{"delta": {"content": "unterminated`) {
 		return
 	}
 	for _, piece := range splitChunks(a.text) {
-		if !ev.sendJSON("", chunk(map[string]any{"content": piece}, nil)) {
+		if !ev.sendJSON("", c.chunk(object{{"content", piece}}, nil)) {
 			return
 		}
 	}
-	for i, c := range a.calls {
-		head := map[string]any{"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": ""}}
-		if !ev.sendJSON("", chunk(map[string]any{"tool_calls": []any{head}}, nil)) {
+	for i, tc := range a.calls {
+		head := object{{"index", i}, {"id", tc.ID}, {"type", "function"}, {"function", object{{"name", tc.Name}, {"arguments", ""}}}}
+		if !ev.sendJSON("", c.chunk(object{{"tool_calls", []any{head}}}, nil)) {
 			return
 		}
-		for _, frag := range splitChunks(c.Arguments) {
-			d := map[string]any{"index": i, "function": map[string]any{"arguments": frag}}
-			if !ev.sendJSON("", chunk(map[string]any{"tool_calls": []any{d}}, nil)) {
+		for _, frag := range splitChunks(tc.Arguments) {
+			d := object{{"index", i}, {"function", object{{"arguments", frag}}}}
+			if !ev.sendJSON("", c.chunk(object{{"tool_calls", []any{d}}}, nil)) {
 				return
 			}
 		}
 	}
-	if !ev.sendJSON("", chunk(map[string]any{}, a.stop)) {
+	if !ev.sendJSON("", c.chunk(object{}, a.stop)) {
 		return
 	}
-	if includeUsage {
-		u := map[string]any{
-			"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
-			"service_tier": "default", "system_fingerprint": "fp_fakellm",
-			"choices": []any{}, "usage": openAIUsage(a),
-		}
-		if !ev.sendJSON("", u) {
-			return
-		}
+	if c.includeUsage && !ev.sendJSON("", append(c.head(), field{"choices", []any{}}, field{"usage", openAIUsage(a)})) {
+		return
 	}
 	ev.send("", "[DONE]")
 }

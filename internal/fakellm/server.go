@@ -283,7 +283,7 @@ func newID(prefix string) string {
 }
 
 func compactJSON(v any) string {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		return ""
 	}
@@ -292,7 +292,7 @@ func compactJSON(v any) string {
 
 // writeJSON sends v as a JSON response with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -311,10 +311,10 @@ func writeError(w http.ResponseWriter, api string, status int, msg string) {
 func writeErrorParam(w http.ResponseWriter, api string, status int, msg string, param, code any) {
 	if api == APIAnthropic {
 		w.Header().Set("Request-Id", newID("req_"))
-		writeJSON(w, status, map[string]any{
-			"type":       "error",
-			"error":      map[string]any{"type": anthropicErrorType(status), "message": msg},
-			"request_id": w.Header().Get("Request-Id"),
+		writeJSON(w, status, object{
+			{"type", "error"},
+			{"error", object{{"type", anthropicErrorType(status)}, {"message", msg}}},
+			{"request_id", w.Header().Get("Request-Id")},
 		})
 		return
 	}
@@ -322,8 +322,8 @@ func writeErrorParam(w http.ResponseWriter, api string, status int, msg string, 
 	if code == nil {
 		code = openAIErrorCode(status)
 	}
-	writeJSON(w, status, map[string]any{
-		"error": map[string]any{"message": msg, "type": openAIErrorType(status), "param": param, "code": code},
+	writeJSON(w, status, object{
+		{"error", object{{"message", msg}, {"type", openAIErrorType(status)}, {"param", param}, {"code", code}}},
 	})
 }
 

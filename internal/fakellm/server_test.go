@@ -167,6 +167,44 @@ func TestDelayHonoursCancel(t *testing.T) {
 	}
 }
 
+// ChunkDelay paces a stream; cancelling mid-stream ends it at once.
+func TestChunkDelay(t *testing.T) {
+	s := fakellm.Start()
+	defer s.Close()
+	s.Enqueue(fakellm.Reply{Text: strings.Repeat("abcdefgh", 8), ChunkDelay: 20 * time.Millisecond})
+	start := time.Now()
+	stream := newAnthropic(s).Messages.NewStreaming(context.Background(), messageParams("hi"))
+	n := 0
+	for stream.Next() {
+		n++
+	}
+	if stream.Err() != nil {
+		t.Fatal(stream.Err())
+	}
+	// message_start, block start, ping, 4 deltas, block stop, message_delta,
+	// message_stop: 10 events, 9 pauses between them.
+	if d := time.Since(start); d < 9*20*time.Millisecond {
+		t.Errorf("paced stream took %v, want at least 180ms", d)
+	}
+
+	s.Enqueue(fakellm.Reply{Text: strings.Repeat("abcdefgh", 8), ChunkDelay: 10 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	ostream := newOpenAI(s).Chat.Completions.NewStreaming(ctx, chatParams("hi"))
+	if !ostream.Next() {
+		t.Fatalf("no first chunk: %v", ostream.Err())
+	}
+	start = time.Now()
+	cancel()
+	for ostream.Next() {
+	}
+	if !errors.Is(ostream.Err(), context.Canceled) {
+		t.Errorf("err = %v, want context canceled", ostream.Err())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("cancel took %v", d)
+	}
+}
+
 func TestMalformed(t *testing.T) {
 	s := fakellm.Start()
 	defer s.Close()
@@ -518,20 +556,20 @@ func TestListenAndServe(t *testing.T) {
 
 var (
 	idRe      = regexp.MustCompile(`"(chatcmpl-|call_|toolu_|msg_)[A-Z2-7]{24}"`)
-	createdRe = regexp.MustCompile(`"created": ?\d+`)
+	createdRe = regexp.MustCompile(`("created": ?)\d+`)
 )
 
 // normalize replaces generated ids and timestamps so wire output is stable.
 func normalize(s string) string {
 	s = idRe.ReplaceAllString(s, `"${1}ID"`)
-	return createdRe.ReplaceAllString(s, `"created":0`)
+	return createdRe.ReplaceAllString(s, `${1}0`)
 }
 
 // The exact bytes on the wire, streamed and not, for both APIs.
 func TestWireGolden(t *testing.T) {
 	s := fakellm.Start()
 	defer s.Close()
-	reply := fakellm.Reply{Text: "Checking the weather now.", ToolCalls: []fakellm.ToolCall{{Name: "get_weather", Arguments: `{"city":"Paris","unit":"celsius"}`}}}
+	reply := fakellm.Reply{Text: "Checking the weather <now> & then.", ToolCalls: []fakellm.ToolCall{{Name: "get_weather", Arguments: `{"city":"Paris","unit":"celsius"}`}}}
 	openaiBody := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"weather in Paris?"}]`
 	anthropicBody := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"weather in Paris?"}]`
 	tests := []struct{ file, path, body string }{
