@@ -1,0 +1,462 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+)
+
+// toolLookback bounds how far back Append looks for the tool call a
+// nameless tool result answers (as in store/sqlite).
+const toolLookback = 500
+
+// row is an event encoded for insertion, outside any transaction.
+type row struct {
+	ev    store.Event // Message nil
+	msg   *message.Message
+	json  *string
+	data  *string
+	terms string
+	lossy int16
+	tool  *string
+}
+
+// encode validates an event and encodes it for insertion as seq.
+func encode(ev store.Event, seq int64, now time.Time) (row, error) {
+	if err := store.CheckEvent(ev); err != nil {
+		return row{}, err
+	}
+	r := row{ev: ev, msg: ev.Message}
+	r.ev.Seq = seq
+	r.ev.Message = nil
+	if r.ev.At.IsZero() {
+		r.ev.At = now
+	}
+	r.ev.At = r.ev.At.UTC().Round(0)
+	if r.msg != nil {
+		if r.ev.Ref == "" {
+			r.ev.Ref = store.NewRef()
+		}
+		js, err := encodeMessage(r.msg)
+		if err != nil {
+			return row{}, err
+		}
+		r.json = &js
+		r.terms, r.lossy = indexTerms(r.msg.PlainText())
+	}
+	if len(ev.Data) > 0 {
+		d := string(ev.Data)
+		r.data = &d
+		r.ev.Data = append(json.RawMessage(nil), ev.Data...)
+	}
+	return r, nil
+}
+
+func encodeMessage(m *message.Message) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return "", fmt.Errorf("%w: message does not encode: %v", store.ErrInvalid, err)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+func (r row) role() *string {
+	if r.msg == nil {
+		return nil
+	}
+	s := string(r.msg.Role)
+	return &s
+}
+
+func (r row) ref() *string {
+	if r.ev.Ref == "" {
+		return nil
+	}
+	return &r.ev.Ref
+}
+
+// values are the row's columns in insertCols order.
+func (r row) values(tenant, thread string) []any {
+	return []any{tenant, thread, r.ev.Seq, string(r.ev.Kind), nanos(r.ev.At), r.ref(), r.role(), r.tool,
+		r.ev.Tokens, r.json, r.data, r.terms, r.lossy}
+}
+
+var insertCols = []string{"tenant", "thread", "seq", "kind", "at", "ref", "role", "tool", "tokens", "message", "data", "terms", "lossy"}
+
+const insertEvent = `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+
+// copyThreshold is the batch size from which COPY beats a pipelined batch
+// of INSERTs.
+const copyThreshold = 64
+
+// Append implements store.Log: in one transaction it locks the thread's row
+// (or creates it), checks its last seq, inserts the events (a pipelined
+// batch, or COPY for large batches) and updates the thread's counters.
+func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, evs []store.Event) ([]store.Event, error) {
+	if err := store.CheckScope(tenant, thread); err != nil {
+		return nil, err
+	}
+	if after < 0 {
+		return nil, fmt.Errorf("%w: negative after", store.ErrInvalid)
+	}
+	now := s.clock()
+	rows := make([]row, len(evs))
+	for i, ev := range evs {
+		r, err := encode(ev, after+int64(i)+1, now)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", i, err)
+		}
+		rows[i] = r
+	}
+	err := s.inTx(ctx, "append", func(tx pgx.Tx) error {
+		if err := lockTail(ctx, tx, tenant, thread, after, len(rows) > 0, now); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		return insertRows(ctx, tx, tenant, thread, after, rows, now, false)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Event, len(rows))
+	for i, r := range rows {
+		out[i] = r.ev
+		if r.json != nil {
+			// Return what a Load will return, not the caller's pointer.
+			var m message.Message
+			if err := json.Unmarshal([]byte(*r.json), &m); err != nil {
+				return nil, fmt.Errorf("postgres: append: %w", err)
+			}
+			out[i].Message = &m
+		}
+	}
+	return out, nil
+}
+
+// lockTail locks the thread's row and checks that its last seq is after;
+// when the thread does not exist, after must be 0, and create inserts its
+// row, created at created (a concurrent creator makes the insert wait,
+// then conflict).
+func lockTail(ctx context.Context, tx pgx.Tx, tenant, thread string, after int64, create bool, created time.Time) error {
+	var last int64
+	err := tx.QueryRow(ctx, `SELECT last_seq FROM threads WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, thread).Scan(&last)
+	switch {
+	case err == nil:
+		if last != after {
+			return fmt.Errorf("%w: last seq is %d, not %d", store.ErrConflict, last, after)
+		}
+		return nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return dbErr("append", err)
+	}
+	if after != 0 {
+		return fmt.Errorf("%w: last seq is 0, not %d", store.ErrConflict, after)
+	}
+	if !create {
+		return nil
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq) VALUES ($1, $2, $3, $3, 0)
+		ON CONFLICT DO NOTHING`, tenant, thread, nanos(created))
+	if err != nil {
+		return dbErr("append", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: thread created concurrently", store.ErrConflict)
+	}
+	return nil
+}
+
+// insertRows resolves tool names, inserts rows (seqs after+1...) and moves
+// the thread's counters and updated time. The thread's row is locked. COPY
+// is used when forced or for large batches, a pipelined batch of INSERTs
+// otherwise.
+func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int64, rows []row, updated time.Time, useCopy bool) error {
+	var msgs, tokens int64
+	for i := range rows {
+		r := &rows[i]
+		if r.msg == nil {
+			continue
+		}
+		msgs++
+		tokens += int64(r.ev.Tokens)
+		name := store.ToolOf(*r.msg, func(id string) string {
+			return findCall(ctx, tx, tenant, thread, after, rows[:i], id)
+		})
+		if name != "" {
+			r.tool = &name
+		}
+	}
+	if useCopy || len(rows) >= copyThreshold {
+		src := make([][]any, len(rows))
+		for i, r := range rows {
+			src[i] = r.values(tenant, thread)
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, insertCols, pgx.CopyFromRows(src)); err != nil {
+			return dbErr("append", err)
+		}
+	} else {
+		var b pgx.Batch
+		for _, r := range rows {
+			b.Queue(insertEvent, r.values(tenant, thread)...)
+		}
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return dbErr("append", err)
+		}
+	}
+	last := rows[len(rows)-1].ev.Seq
+	_, err := tx.Exec(ctx, `UPDATE threads SET last_seq = $1, updated = GREATEST(updated, $2), messages = messages + $3, tokens = tokens + $4
+		WHERE tenant = $5 AND id = $6`, last, nanos(updated), msgs, tokens, tenant, thread)
+	if err != nil {
+		return dbErr("append", err)
+	}
+	return nil
+}
+
+// findCall finds the name of tool call callID: first in the batch being
+// appended (newest first), then among the thread's recent assistant
+// messages, pre-filtered by the call id's JSON spelling.
+func findCall(ctx context.Context, tx pgx.Tx, tenant, thread string, after int64, batch []row, callID string) string {
+	for i := len(batch) - 1; i >= 0; i-- {
+		if m := batch[i].msg; m != nil {
+			if n := callName(*m, callID); n != "" {
+				return n
+			}
+		}
+	}
+	idJSON, _ := json.Marshal(callID)
+	rows, err := tx.Query(ctx, `SELECT message FROM events
+		WHERE tenant = $1 AND thread = $2 AND seq > $3 AND seq <= $4 AND role = 'assistant' AND strpos(message, $5) > 0
+		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, after, `"tool_call_id":`+string(idJSON))
+	if err != nil {
+		return ""
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var raw string
+		var m message.Message
+		if rows.Scan(&raw) == nil && json.Unmarshal([]byte(raw), &m) == nil {
+			if n := callName(m, callID); n != "" {
+				return n
+			}
+		}
+	}
+	return ""
+}
+
+func callName(m message.Message, callID string) string {
+	for _, p := range m.ToolCalls() {
+		if p.ToolCallID == callID {
+			return p.ToolName
+		}
+	}
+	return ""
+}
+
+const eventCols = `seq, kind, at, ref, tokens, message, data`
+
+func scanEvent(sc pgx.Row, lead ...any) (store.Event, error) {
+	var (
+		ev        store.Event
+		kind      string
+		at        int64
+		ref       *string
+		msg, data *string
+	)
+	if err := sc.Scan(append(lead, &ev.Seq, &kind, &at, &ref, &ev.Tokens, &msg, &data)...); err != nil {
+		return ev, err
+	}
+	ev.Kind, ev.At, ev.Ref = store.Kind(kind), fromNanos(at), deref(ref)
+	if msg != nil {
+		var m message.Message
+		if err := json.Unmarshal([]byte(*msg), &m); err != nil {
+			return ev, fmt.Errorf("event %d: stored message: %w", ev.Seq, err)
+		}
+		ev.Message = &m
+	}
+	if data != nil {
+		ev.Data = json.RawMessage(*data)
+	}
+	return ev, nil
+}
+
+// Load implements store.Log.
+func (s *Store) Load(ctx context.Context, tenant, thread string, from int64, limit int) ([]store.Event, error) {
+	if err := store.CheckScope(tenant, thread); err != nil {
+		return nil, err
+	}
+	lim := int64(math.MaxInt64)
+	if limit > 0 {
+		lim = int64(limit)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events
+		WHERE tenant = $1 AND thread = $2 AND seq >= $3 ORDER BY seq LIMIT $4`, tenant, thread, from, lim)
+	if err != nil {
+		return nil, dbErr("load", err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		ev, err := scanEvent(rows)
+		if err != nil {
+			return nil, dbErr("load", err)
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("load", err)
+	}
+	return out, nil
+}
+
+// LastSeq implements store.Log.
+func (s *Store) LastSeq(ctx context.Context, tenant, thread string) (int64, error) {
+	if err := store.CheckScope(tenant, thread); err != nil {
+		return 0, err
+	}
+	var last int64
+	err := s.pool.QueryRow(ctx, `SELECT last_seq FROM threads WHERE tenant = $1 AND id = $2`, tenant, thread).Scan(&last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, dbErr("last seq", err)
+	}
+	return last, nil
+}
+
+const threadCols = `id, last_seq, messages, tokens, created, updated`
+
+func scanThread(sc pgx.Row) (store.ThreadInfo, error) {
+	var (
+		ti               store.ThreadInfo
+		created, updated int64
+	)
+	err := sc.Scan(&ti.ID, &ti.Events, &ti.Messages, &ti.Tokens, &created, &updated)
+	ti.Created, ti.Updated = fromNanos(created), fromNanos(updated)
+	return ti, err
+}
+
+// Threads implements store.Log.
+func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]store.ThreadInfo, string, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, "", err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 1000)
+	q := `SELECT ` + threadCols + ` FROM threads WHERE tenant = $1`
+	args := []any{tenant}
+	if p.Cursor != "" {
+		at, id, err := store.DecodeCursor(p.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		q += ` AND (updated < $2 OR (updated = $2 AND id > $3))`
+		args = append(args, nanos(at), id)
+	}
+	q += fmt.Sprintf(` ORDER BY updated DESC, id LIMIT %d`, limit+1)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", dbErr("threads", err)
+	}
+	defer rows.Close()
+	var out []store.ThreadInfo
+	for rows.Next() {
+		ti, err := scanThread(rows)
+		if err != nil {
+			return nil, "", dbErr("threads", err)
+		}
+		out = append(out, ti)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", dbErr("threads", err)
+	}
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		return out, store.EncodeCursor(last.Updated, last.ID), nil
+	}
+	return out, "", nil
+}
+
+// Thread implements store.Log.
+func (s *Store) Thread(ctx context.Context, tenant, thread string) (store.ThreadInfo, error) {
+	if err := store.CheckScope(tenant, thread); err != nil {
+		return store.ThreadInfo{}, err
+	}
+	ti, err := scanThread(s.pool.QueryRow(ctx, `SELECT `+threadCols+` FROM threads WHERE tenant = $1 AND id = $2`, tenant, thread))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ThreadInfo{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.ThreadInfo{}, dbErr("thread", err)
+	}
+	return ti, nil
+}
+
+// DeleteThread implements store.Log: the thread's row is locked first, so a
+// concurrent Append either finishes before or conflicts after; then its
+// vectors, events (and so their archive index entries), leases and row go.
+// The rows are gone for every query at commit; their bytes leave the data
+// files when (auto)vacuum reclaims the pages, as for any PostgreSQL delete.
+func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
+	if err := store.CheckScope(tenant, thread); err != nil {
+		return err
+	}
+	return s.inTx(ctx, "delete thread", func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM threads WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, thread).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return dbErr("delete thread", err)
+		}
+		for _, q := range []string{
+			`DELETE FROM vectors WHERE tenant = $1 AND thread = $2`,
+			`DELETE FROM events WHERE tenant = $1 AND thread = $2`,
+			`DELETE FROM leases WHERE tenant = $1 AND thread = $2`,
+			`DELETE FROM threads WHERE tenant = $1 AND id = $2`,
+		} {
+			if _, err := tx.Exec(ctx, q, tenant, thread); err != nil {
+				return dbErr("delete thread", err)
+			}
+		}
+		return nil
+	})
+}
+
+// EventByRef implements store.Log.
+func (s *Store) EventByRef(ctx context.Context, tenant, ref string) (string, store.Event, error) {
+	if err := checkTenant(tenant); err != nil {
+		return "", store.Event{}, err
+	}
+	if ref == "" {
+		return "", store.Event{}, store.ErrNotFound
+	}
+	var thread string
+	ev, err := scanEvent(s.pool.QueryRow(ctx, `SELECT thread, `+eventCols+` FROM events WHERE tenant = $1 AND ref = $2`, tenant, ref), &thread)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", store.Event{}, store.ErrNotFound
+	}
+	if err != nil {
+		return "", store.Event{}, dbErr("event by ref", err)
+	}
+	return thread, ev, nil
+}

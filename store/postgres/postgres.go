@@ -1,0 +1,151 @@
+// Package postgres is the store.Store for more than one machine: any number
+// of stateless `mneme serve` replicas share one PostgreSQL database, on
+// github.com/jackc/pgx/v5 (a connection pool; statements are prepared and
+// cached per connection by pgx's default exec mode; COPY for bulk import).
+//
+// Concurrency: Append locks the thread's row (SELECT ... FOR UPDATE, or
+// inserts it) and checks its last seq, so two replicas appending to one
+// thread serialise and the loser gets store.ErrConflict; the events' primary
+// key (tenant, thread, seq) backs this up. Leases (store.Leaser) use the
+// database's clock, one clock for every replica.
+//
+// Archive search: the same query semantics as store/sqlite, from the shared
+// parser in package store. Each message's text is tokenized in Go exactly as
+// SQLite FTS5's unicode61 does (store.Tokenize) and stored as a tsvector
+// literal; a generated tsvector column with a GIN index finds candidates, a
+// tsquery of quoted lexemes (no text search parser, no stemming, no stop
+// words) filters them, and verbatim identifier terms are checked in Go as on
+// SQLite. Ranking is ts_rank_cd (cover density), a BM25-like order, not
+// BM25: it has no corpus statistics, so a score compares only within one
+// result list.
+//
+// Vectors: real[] with exact cosine ranking computed in SQL. pgvector is not
+// installed on the machines this was built on; when it is, an ANN index can
+// replace the exact scan behind the same methods.
+//
+// The package imports the store and message packages and pgx; nothing above
+// the store layer.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mnemehq/mneme/store"
+)
+
+// Store is a store.Store on one PostgreSQL database (or one schema of it:
+// the DSN's search_path parameter chooses it).
+type Store struct {
+	pool      *pgxpool.Pool
+	now       func() time.Time
+	closeOnce sync.Once
+}
+
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.Leaser       = (*Store)(nil)
+	_ store.TenantLister = (*Store)(nil)
+)
+
+// Open connects to the database the DSN names (postgres://... or
+// postgresql://..., any parameter pgx takes: sslmode, pool_max_conns,
+// search_path, ...) and migrates its schema to the current version. Several
+// processes may open one database at once: migrations run under an
+// advisory lock.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors quote the DSN, password included: do not wrap.
+		return nil, fmt.Errorf("%w: postgres DSN does not parse", store.ErrInvalid)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return &Store{pool: pool, now: time.Now}, nil
+}
+
+// Close closes the pool, waiting for connections in use to be returned;
+// calling it again is harmless.
+func (s *Store) Close() error {
+	s.closeOnce.Do(s.pool.Close)
+	return nil
+}
+
+// Pool returns the connection pool, for tests and tools that inspect the
+// tables directly.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+func (s *Store) clock() time.Time { return s.now().UTC().Round(0) }
+
+// nanos and fromNanos are the storage form of times: UTC Unix nanoseconds
+// in a bigint, exact (timestamptz keeps only microseconds) and sortable, the
+// same as in store/sqlite. 0 stands for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// inTx runs fn in a read-committed transaction.
+func (s *Store) inTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return dbErr(op, err)
+	}
+	defer tx.Rollback(ctx)
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return dbErr(op, err)
+	}
+	return nil
+}
+
+// Constraint names the error mapping looks for (see schema.go).
+const (
+	eventsPKey   = "events_pkey"
+	eventsRefKey = "events_tenant_ref_key"
+)
+
+// dbErr wraps a database error for op, mapping what the caller caused to
+// store's sentinels: bytes PostgreSQL text cannot hold (NUL, invalid
+// UTF-8) and other data exceptions are store.ErrInvalid, a duplicate seq is
+// store.ErrConflict.
+func dbErr(op string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505" && pe.ConstraintName == eventsPKey:
+			return fmt.Errorf("%w: postgres: %s: seq already taken", store.ErrConflict, op)
+		case pe.Code == "23505" && pe.ConstraintName == eventsRefKey:
+			return fmt.Errorf("%w: postgres: %s: ref already used", store.ErrInvalid, op)
+		case len(pe.Code) == 5 && pe.Code[:2] == "22":
+			return fmt.Errorf("%w: postgres: %s: %s", store.ErrInvalid, op, pe.Message)
+		}
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}
+
+func checkTenant(tenant string) error { return store.CheckScope(tenant, "-") }

@@ -1,0 +1,241 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/postgres"
+	"github.com/mnemehq/mneme/store/storetest"
+)
+
+var ctx = context.Background()
+
+// baseDSN returns MNEME_TEST_POSTGRES. Without it the test skips, except
+// under CI (CI=true), where PostgreSQL tests must run: scripts/test starts
+// the server and exports the DSN.
+func baseDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("MNEME_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but MNEME_TEST_POSTGRES is unset: PostgreSQL tests must run in CI (scripts/test starts PostgreSQL and exports it)")
+		}
+		t.Skip("MNEME_TEST_POSTGRES is unset (scripts/test starts PostgreSQL and sets it)")
+	}
+	return dsn
+}
+
+// freshDSN creates a schema of its own for the test and returns a DSN whose
+// search_path is that schema; the schema is dropped when the test ends.
+func freshDSN(t testing.TB) string {
+	t.Helper()
+	base := baseDSN(t)
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "mneme_t_" + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect to MNEME_TEST_POSTGRES: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func open(t testing.TB) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(ctx, freshDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
+}
+
+func msg(role message.Role, text string) store.Event {
+	m := message.NewText(role, text)
+	return store.Event{Kind: store.KindMessage, Message: &m}
+}
+
+// TestConcurrentOpen: replicas starting at once on an empty schema all
+// open it; the migrations ran exactly once.
+func TestConcurrentOpen(t *testing.T) {
+	dsn := freshDSN(t)
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	stores := make([]*postgres.Store, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = postgres.Open(ctx, dsn)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	var versions int
+	if err := stores[0].Pool().QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != postgres.SchemaVersion {
+		t.Errorf("schema_migrations has %d rows, want %d", versions, postgres.SchemaVersion)
+	}
+	// Every replica writes and sees the others' writes.
+	for i, s := range stores {
+		if _, err := s.Append(ctx, "acme", "shared", int64(i), []store.Event{msg(message.User, "from replica")}); err != nil {
+			t.Fatalf("replica %d: %v", i, err)
+		}
+	}
+	if last, _ := stores[0].LastSeq(ctx, "acme", "shared"); last != n {
+		t.Errorf("last seq %d, want %d", last, n)
+	}
+}
+
+// TestDeleteThreadRows: after DeleteThread no table holds a row of the
+// thread or a byte of its text (the physical pages are vacuum's business).
+func TestDeleteThreadRows(t *testing.T) {
+	s := open(t)
+	evs, err := s.Append(ctx, "acme", "doomed", 0, []store.Event{
+		msg(message.User, "SECRET-PAYLOAD-qzxvkwj-4412 lives here"),
+		msg(message.Assistant, "ack qzxvkwjplm"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutVector(ctx, "acme", evs[0].Ref, []float32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.TryLease(ctx, "acme", "doomed", "compact", "r1", 10e9); err != nil || !ok {
+		t.Fatalf("TryLease = %v, %v", ok, err)
+	}
+	if _, err := s.Append(ctx, "acme", "kept", 0, []store.Event{msg(message.User, "innocent bystander")}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		var n int
+		err := s.Pool().QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM threads WHERE id = 'doomed') +
+			(SELECT count(*) FROM events WHERE thread = 'doomed' OR message ILIKE '%qzxvkwj%' OR terms ILIKE '%qzxvkwj%') +
+			(SELECT count(*) FROM vectors WHERE thread = 'doomed') +
+			(SELECT count(*) FROM leases WHERE thread = 'doomed')`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 5 {
+		t.Fatalf("before delete %d rows found, want 5: the check below would prove nothing", n)
+	}
+	if err := s.DeleteThread(ctx, "acme", "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("after delete %d rows of the thread remain", n)
+	}
+	if info, err := s.Thread(ctx, "acme", "kept"); err != nil || info.Messages != 1 {
+		t.Errorf("kept thread = %+v, %v", info, err)
+	}
+}
+
+// TestInvalidBytes: text PostgreSQL cannot store is ErrInvalid, not a
+// database error.
+func TestInvalidBytes(t *testing.T) {
+	s := open(t)
+	for _, c := range []struct{ tenant, thread string }{
+		{"acme", "nul\x00thread"},
+		{"acme", "bad\xffutf8"},
+		{"ten\x00ant", "t"},
+	} {
+		if _, err := s.Append(ctx, c.tenant, c.thread, 0, []store.Event{msg(message.User, "x")}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Append(%q, %q) err = %v, want ErrInvalid", c.tenant, c.thread, err)
+		}
+	}
+}
+
+// TestLossyDocument: a message too long for exact tsvector positions is
+// still found, and its phrases and identifiers still match exactly.
+func TestLossyDocument(t *testing.T) {
+	s := open(t)
+	var b strings.Builder
+	for i := range 20000 {
+		b.WriteString("the filler word number ")
+		b.WriteString(strings.Repeat("x", i%7+1))
+		b.WriteByte('\n')
+	}
+	b.WriteString("closing remark: deadline-9931 was missed, checkout failure\n")
+	if _, err := s.Append(ctx, "acme", "big", 0, []store.Event{msg(message.Tool, b.String()), msg(message.User, "failure checkout in a small one")}); err != nil {
+		t.Fatal(err)
+	}
+	var lossy int
+	if err := s.Pool().QueryRow(ctx, `SELECT lossy FROM events WHERE thread = 'big' AND seq = 1`).Scan(&lossy); err != nil || lossy == 0 {
+		t.Fatalf("the big message is indexed with lossy = %d (%v): the test would not exercise the lossy path", lossy, err)
+	}
+	for _, c := range []struct {
+		q    string
+		want []int64
+	}{
+		{"deadline-9931", []int64{1}},
+		{"deadline-993", nil},
+		{`"checkout failure"`, []int64{1}},
+		{`"failure checkout"`, []int64{2}},
+		{`"remark deadline"`, []int64{1}},
+		{`"deadline remark"`, nil},
+		{"closing", []int64{1}},
+	} {
+		hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: c.q})
+		if err != nil {
+			t.Fatalf("Search(%q): %v", c.q, err)
+		}
+		var got []int64
+		for _, h := range hits {
+			got = append(got, h.Seq)
+			if h.Score <= 0 {
+				t.Errorf("Search(%q): score %v", c.q, h.Score)
+			}
+		}
+		if len(got) != len(c.want) || (len(got) > 0 && got[0] != c.want[0]) {
+			t.Errorf("Search(%q) = %v, want %v", c.q, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migrations are the schema versions, applied in order at Open, each in its
+// own transaction and recorded in schema_migrations, all under one advisory
+// lock so that replicas starting together take turns. Never edit a released
+// migration: append a new one.
+//
+// Notes on the shape:
+//   - ids are COLLATE "C": byte order, as in Go and SQLite, so that paging
+//     cursors and namespace prefix ranges (elements end in \x1f) mean the
+//     same under any database locale;
+//   - times are UTC Unix nanoseconds in bigints (timestamptz keeps only
+//     microseconds); 0 is "never" for memories.expires. Leases alone use
+//     timestamptz: they are compared with the database's clock;
+//   - terms is a tsvector literal built in Go from store.Tokenize (see
+//     search.go), tsv its generated, GIN-indexed value; lossy says how far
+//     tsv can be trusted for a document too large to index exactly;
+//   - refs are unique per tenant, not globally (as in SQLite: a colliding
+//     client-chosen ref tells nothing about another tenant);
+//   - vectors reference their event, so deleting events deletes them.
+var migrations = []string{
+	1: `
+CREATE TABLE threads (
+	tenant   text COLLATE "C" NOT NULL,
+	id       text COLLATE "C" NOT NULL,
+	created  bigint NOT NULL,
+	updated  bigint NOT NULL,
+	last_seq bigint NOT NULL,
+	messages bigint NOT NULL DEFAULT 0,
+	tokens   bigint NOT NULL DEFAULT 0,
+	PRIMARY KEY (tenant, id)
+);
+CREATE INDEX threads_by_updated ON threads (tenant, updated DESC, id);
+
+CREATE TABLE events (
+	tenant  text COLLATE "C" NOT NULL,
+	thread  text COLLATE "C" NOT NULL,
+	seq     bigint   NOT NULL,
+	kind    text     NOT NULL,
+	at      bigint   NOT NULL,
+	ref     text COLLATE "C",
+	role    text,
+	tool    text,
+	tokens  integer  NOT NULL DEFAULT 0,
+	message text,
+	data    text,
+	terms   text     NOT NULL DEFAULT '',
+	lossy   smallint NOT NULL DEFAULT 0,
+	tsv     tsvector GENERATED ALWAYS AS (terms::tsvector) STORED,
+	CONSTRAINT events_pkey PRIMARY KEY (tenant, thread, seq),
+	CONSTRAINT events_tenant_ref_key UNIQUE (tenant, ref),
+	FOREIGN KEY (tenant, thread) REFERENCES threads (tenant, id)
+);
+CREATE INDEX events_tsv ON events USING gin (tsv);
+CREATE INDEX events_lossy ON events (tenant) WHERE lossy > 0;
+
+CREATE TABLE memories (
+	tenant    text COLLATE "C" NOT NULL,
+	namespace text COLLATE "C" NOT NULL,
+	key       text COLLATE "C" NOT NULL,
+	value     text     NOT NULL,
+	created   bigint   NOT NULL,
+	updated   bigint   NOT NULL,
+	expires   bigint   NOT NULL DEFAULT 0,
+	terms     text     NOT NULL DEFAULT '',
+	lossy     smallint NOT NULL DEFAULT 0,
+	tsv       tsvector GENERATED ALWAYS AS (terms::tsvector) STORED,
+	PRIMARY KEY (tenant, namespace, key)
+);
+CREATE INDEX memories_by_updated ON memories (tenant, updated DESC);
+CREATE INDEX memories_by_expiry ON memories (tenant, expires) WHERE expires > 0;
+CREATE INDEX memories_tsv ON memories USING gin (tsv);
+
+CREATE TABLE vectors (
+	tenant text COLLATE "C" NOT NULL,
+	ref    text COLLATE "C" NOT NULL,
+	thread text COLLATE "C" NOT NULL,
+	seq    bigint  NOT NULL,
+	dims   integer NOT NULL,
+	norm   double precision NOT NULL,
+	v      real[]  NOT NULL,
+	PRIMARY KEY (tenant, ref),
+	FOREIGN KEY (tenant, ref) REFERENCES events (tenant, ref) ON DELETE CASCADE
+);
+CREATE INDEX vectors_by_thread ON vectors (tenant, thread);
+
+CREATE TABLE leases (
+	tenant  text COLLATE "C" NOT NULL,
+	thread  text COLLATE "C" NOT NULL,
+	name    text COLLATE "C" NOT NULL,
+	owner   text NOT NULL,
+	expires timestamptz NOT NULL,
+	PRIMARY KEY (tenant, thread, name)
+);
+`,
+}
+
+// SchemaVersion is the schema version this build writes.
+const SchemaVersion = 1
+
+// migrate brings the schema (the first schema of the connection's
+// search_path) to SchemaVersion. A session advisory lock, keyed by the
+// schema's name, serialises concurrent Opens: the second waits for the first
+// and then finds every migration recorded.
+func migrate(ctx context.Context, pool *pgxpool.Pool) (err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	const key = `hashtextextended('mneme.migrate:' || current_schema(), 0)`
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`); err != nil {
+		return err
+	}
+	defer func() {
+		// Unlock with a context of its own: ctx may be what failed.
+		if _, uerr := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+key+`)`); uerr != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) // closing the session drops the lock
+			err = errors.Join(err, uerr)
+		}
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY,
+		applied timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return err
+	}
+	var have int
+	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return err
+	}
+	if have > SchemaVersion {
+		return fmt.Errorf("database schema version %d is newer than this build's %d", have, SchemaVersion)
+	}
+	for v := have + 1; v < len(migrations); v++ {
+		if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v)
+			return err
+		}); err != nil {
+			return fmt.Errorf("migration %d: %w", v, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package postgres
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mnemehq/mneme/store"
+)
+
+func TestIndexTerms(t *testing.T) {
+	cases := []struct {
+		name, text, want string
+		lossy            int16
+	}{
+		{"empty", "", "", exact},
+		{"words and positions", "Refund the refund, INV-4401!", "'refund':1,3 'the':2 'inv':4 '4401':5", exact},
+		{"unicode", "讨论预算 Ünïcode e\u0301", "'讨论预算':1 'ünïcode':2 'e\u0301':3", exact},
+		{"operators are separators", `a & b | !c <-> 'd' "e"`, "'a':1 'b':2 'c':3 'd':4 'e':5", exact},
+		{"too long a lexeme", "ok " + strings.Repeat("z", maxLexeme+1), "'ok':1", partialLexs},
+		{"too many positions", strings.Repeat("w ", maxPositions+1), "'w':" + positions(maxPositions), inexactPos},
+	}
+	for _, c := range cases {
+		got, lossy := indexTerms(c.text)
+		if got != c.want || lossy != c.lossy {
+			t.Errorf("%s: indexTerms = %q, %d; want %q, %d", c.name, short(got), lossy, short(c.want), c.lossy)
+		}
+	}
+	// Past position 16383 every lexeme is kept, positions are not.
+	text := strings.Repeat("a ", maxPosition) + "late"
+	got, lossy := indexTerms(text)
+	if lossy != inexactPos || !strings.HasSuffix(got, " 'late'") {
+		t.Errorf("long text: lossy %d, tail %q", lossy, got[max(0, len(got)-20):])
+	}
+}
+
+func positions(n int) string {
+	p := make([]string, n)
+	for i := range p {
+		p[i] = strconv.Itoa(i + 1)
+	}
+	return strings.Join(p, ",")
+}
+
+func short(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+func TestTSQuery(t *testing.T) {
+	cases := []struct {
+		q, exact, loose string
+	}{
+		{"refund", "('refund')", "('refund')"},
+		{"refund invoice", "('refund') | ('invoice')", "('refund') | ('invoice')"},
+		{"INV-4401", "('inv' <-> '4401')", "('inv' & '4401')"},
+		{`"checkout failure" refund`, "('checkout' <-> 'failure') & (('checkout' <-> 'failure') | ('refund'))", "('checkout' & 'failure') & (('checkout' & 'failure') | ('refund'))"},
+		{`it's "a \ b" NOT & | !x`, "('a' <-> 'b') & (('a' <-> 'b') | ('it' <-> 's') | ('not') | ('x'))", "('a' & 'b') & (('a' & 'b') | ('it' & 's') | ('not') | ('x'))"},
+	}
+	for _, c := range cases {
+		pq, err := store.ParseQuery(c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tsQuery(pq, false); got != c.exact {
+			t.Errorf("tsQuery(%q) = %s, want %s", c.q, got, c.exact)
+		}
+		if got := tsQuery(pq, true); got != c.loose {
+			t.Errorf("loose tsQuery(%q) = %s, want %s", c.q, got, c.loose)
+		}
+	}
+}
