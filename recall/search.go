@@ -1,0 +1,196 @@
+package recall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/mnemehq/mneme/embed"
+	"github.com/mnemehq/mneme/store"
+)
+
+// Recall searches a tenant's archive. Store is required; with an Embedder
+// and a vector index (Vectors, or the Store itself when it implements
+// store.Vectors) search is hybrid, otherwise BM25 alone. Embedding or vector
+// failures never fail a search: they are logged and the search degrades to
+// BM25.
+type Recall struct {
+	Store store.Store
+	// Vectors is the vector index; nil means Store's when it has one.
+	Vectors store.Vectors
+	// Embedder embeds queries (and, through an Indexer, messages); nil
+	// means BM25 alone.
+	Embedder embed.Embedder
+	// Logger receives degradation warnings; nil means slog.Default().
+	Logger *slog.Logger
+	// QueryTimeout bounds embedding one query (default 2 s).
+	QueryTimeout time.Duration
+}
+
+// RRFK is the reciprocal-rank-fusion constant: a hit ranked r in a list
+// adds 1/(RRFK+r) to its score (Cormack et al., 2009).
+const RRFK = 60
+
+// Search limits.
+const (
+	DefaultLimit = 10
+	MaxLimit     = 100
+)
+
+func (r *Recall) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
+
+func (r *Recall) vectors() store.Vectors {
+	if r.Vectors != nil {
+		return r.Vectors
+	}
+	if v, ok := r.Store.(store.Vectors); ok {
+		return v
+	}
+	return nil
+}
+
+// Hybrid reports whether searches fuse vector similarity with BM25.
+func (r *Recall) Hybrid() bool { return r.Embedder != nil && r.vectors() != nil }
+
+// Search runs q over the tenant's archive (q.Thread "" = every thread of
+// the tenant), best first. Identifier-like terms match exactly (see
+// store.ParseQuery); when the query has such a term or a quoted phrase,
+// vectors only re-rank full-text hits and never add hits of their own, so
+// exactness holds in hybrid mode too. An empty query gives no hits; an
+// oversized one store.ErrInvalid.
+func (r *Recall) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
+	if err := store.CheckSearch(tenant, q); err != nil {
+		return nil, err
+	}
+	pq, err := store.ParseQuery(q.Text)
+	if err != nil {
+		return nil, err
+	}
+	if pq.Empty() {
+		return nil, nil
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	hybrid := r.Hybrid()
+	depth := limit
+	if hybrid {
+		depth = min(max(3*limit, 30), store.MaxVectorLimit)
+	}
+	bq := q
+	bq.Limit = depth
+	text, err := r.Store.Search(ctx, tenant, bq)
+	if err != nil {
+		return nil, err
+	}
+	if !hybrid {
+		return cut(text, limit), nil
+	}
+	near, err := r.nearest(ctx, tenant, q, depth)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r.logger().Warn("recall: vector search failed, using full-text ranking", "tenant", tenant, "err", err)
+		return cut(text, limit), nil
+	}
+	return r.fuse(ctx, tenant, pq, text, near, len(pq.Required()) > 0, limit)
+}
+
+func cut(hits []store.Hit, n int) []store.Hit {
+	if len(hits) > n {
+		return hits[:n]
+	}
+	return hits
+}
+
+// nearest embeds the query and searches the vector index.
+func (r *Recall) nearest(ctx context.Context, tenant string, q store.SearchQuery, depth int) ([]store.Hit, error) {
+	timeout := r.QueryTimeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	ectx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	vs, err := r.Embedder.Embed(ectx, []string{q.Text})
+	if err == nil && len(vs) != 1 {
+		err = fmt.Errorf("%w: %d vectors for one query", embed.ErrEmbed, len(vs))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.vectors().SearchVectors(ctx, tenant, store.VectorQuery{
+		Model: r.Embedder.Model(), V: vs[0], Thread: q.Thread, Role: q.Role, Tool: q.Tool,
+		FromSeq: q.FromSeq, ToSeq: q.ToSeq, Since: q.Since, Until: q.Until, Limit: depth,
+	})
+}
+
+// fuse merges the two rankings by reciprocal rank fusion. With textOnly,
+// only full-text hits are eligible. Vector-only hits get a snippet from
+// their message's text.
+func (r *Recall) fuse(ctx context.Context, tenant string, pq store.ParsedQuery, text, near []store.Hit, textOnly bool, limit int) ([]store.Hit, error) {
+	type fused struct {
+		hit      store.Hit
+		score    float64
+		textRank int // 0: not a full-text hit
+	}
+	byRef := map[string]*fused{}
+	var all []*fused
+	for i, h := range text {
+		f := &fused{hit: h, score: 1 / float64(RRFK+i+1), textRank: i + 1}
+		byRef[h.Ref] = f
+		all = append(all, f)
+	}
+	for i, h := range near {
+		if f := byRef[h.Ref]; f != nil {
+			f.score += 1 / float64(RRFK+i+1)
+			continue
+		}
+		if textOnly {
+			continue
+		}
+		f := &fused{hit: h, score: 1 / float64(RRFK+i+1)}
+		byRef[h.Ref] = f
+		all = append(all, f)
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].score != all[j].score {
+			return all[i].score > all[j].score
+		}
+		ti, tj := all[i].textRank, all[j].textRank
+		if (ti == 0) != (tj == 0) {
+			return ti != 0
+		}
+		return ti < tj
+	})
+	var out []store.Hit
+	for _, f := range all {
+		if len(out) == limit {
+			break
+		}
+		h := f.hit
+		h.Score = f.score
+		if f.textRank == 0 {
+			_, ev, err := r.Store.EventByRef(ctx, tenant, h.Ref)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && ev.Message == nil) {
+				continue // deleted since it was embedded
+			}
+			if err != nil {
+				return nil, err
+			}
+			h.Snippet = store.Snippet(ev.Message.PlainText(), pq, 0)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
