@@ -4,7 +4,7 @@
 //	memory:            an empty in-process store (store/memory)
 //	sqlite:PATH        an SQLite file (store/sqlite), created if missing
 //	PATH.db            the same, for a bare path ending in .db
-//	postgres://...     PostgreSQL (not built yet)
+//	postgres://...     PostgreSQL (store/postgres); postgresql:// too
 //
 // It imports the backends and nothing above the store layer.
 package dsn
@@ -17,6 +17,7 @@ import (
 
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/postgres"
 	"github.com/mnemehq/mneme/store/sqlite"
 )
 
@@ -35,7 +36,11 @@ func Open(ctx context.Context, dsn string) (store.Store, error) {
 		}
 		return sqlite.Open(ctx, path)
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return nil, fmt.Errorf("%w: postgres backend not built yet", ErrUnsupported)
+		s, err := postgres.Open(ctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", redact(dsn), err)
+		}
+		return s, nil
 	case strings.HasSuffix(dsn, ".db") && !strings.Contains(dsn, "://"):
 		return sqlite.Open(ctx, dsn)
 	}
