@@ -28,7 +28,7 @@ type Indexer struct {
 
 	mu      sync.Mutex
 	retry   []job // parked after a failure, oldest first
-	pending int   // queued or being embedded
+	pending int   // queued or being embedded (retries included)
 	stats   IndexerStats
 }
 
@@ -143,10 +143,10 @@ func (ix *Indexer) Run(ctx context.Context) error {
 					break fill
 				}
 			}
-			ix.process(ctx, batch, true)
+			ix.process(ctx, batch)
 		case <-tick.C:
 			if due := ix.dueRetries(time.Now()); len(due) > 0 {
-				ix.process(ctx, due, false)
+				ix.process(ctx, due)
 			}
 		}
 	}
@@ -182,12 +182,12 @@ func (ix *Indexer) dueRetries(now time.Time) []job {
 		}
 	}
 	ix.retry = keep
+	ix.pending += len(due) // in flight again: Flush waits for them
 	return due
 }
 
-// process embeds and stores one batch, tenant by tenant; fresh marks jobs
-// counted in pending.
-func (ix *Indexer) process(ctx context.Context, batch []job, fresh bool) {
+// process embeds and stores one batch, tenant by tenant.
+func (ix *Indexer) process(ctx context.Context, batch []job) {
 	byTenant := map[string][]job{}
 	var order []string
 	for _, j := range batch {
@@ -221,9 +221,7 @@ func (ix *Indexer) process(ctx context.Context, batch []job, fresh bool) {
 			}
 			ix.log.Warn("recall: embedding failed; will retry", "tenant", tenant, "messages", len(jobs), "given_up", given, "err", err)
 		}
-		if fresh {
-			ix.pending -= len(jobs)
-		}
+		ix.pending -= len(jobs)
 		ix.mu.Unlock()
 	}
 }

@@ -28,6 +28,10 @@ type Recall struct {
 	Logger *slog.Logger
 	// QueryTimeout bounds embedding one query (default 2 s).
 	QueryTimeout time.Duration
+	// MinSimilarity: a message found by vectors alone needs a cosine
+	// similarity above it to be a hit (default 0: nearest neighbours
+	// always exist, related or not).
+	MinSimilarity float64
 }
 
 // RRFK is the reciprocal-rank-fusion constant: a hit ranked r in a list
@@ -156,7 +160,7 @@ func (r *Recall) fuse(ctx context.Context, tenant string, pq store.ParsedQuery, 
 			f.score += 1 / float64(RRFK+i+1)
 			continue
 		}
-		if textOnly {
+		if textOnly || h.Score <= r.MinSimilarity {
 			continue
 		}
 		f := &fused{hit: h, score: 1 / float64(RRFK+i+1)}
