@@ -65,6 +65,7 @@ type serveOptions struct {
 
 	shutdownTimeout time.Duration
 	logLevel        string
+	logFormat       string // issue 9 (observability, see mcp.go)
 
 	demo      bool
 	demoTurns int
@@ -158,6 +159,7 @@ only a loopback --addr is allowed unless --insecure.
 
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long a shutdown waits for requests in flight")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (one JSON object a line)") // issue 9
 	f.BoolVar(&o.demo, "demo", false, "run a scripted tool-heavy agent session through the server against a built-in fake model, then keep serving")
 	f.IntVar(&o.demoTurns, "demo-turns", 80, "agent steps the demo runs")
 
@@ -300,7 +302,15 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	if o.demo && o.logLevel == "info" {
 		level = slog.LevelWarn // the demo prints its own lines
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// ---- issue 9: observability (API, inspector, metrics, MCP; see mcp.go)
+	lh, err := logHandler(stderr, o.logFormat, level)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(lh)
+	obs := newObservability()
+	defer obs.close()
+	// ---- end issue 9
 
 	var llm *fakellm.Server
 	demo := newDemoScript(o.demoTurns)
@@ -333,7 +343,11 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 			sum.APIKey = o.openaiKey
 		}
 	}
-	m, err := mneme.Open(ctx, mneme.Config{DSN: o.store, Policy: &pol, Summarizer: sum, Buffer: o.buffer, Logger: logger})
+	mcfg := mneme.Config{DSN: o.store, Policy: &pol, Summarizer: sum, Buffer: o.buffer, Logger: logger}
+	if err := obs.engine(ctx, &mcfg); err != nil { // issue 9: store timing, usage and compaction metrics
+		return err
+	}
+	m, err := mneme.Open(ctx, mcfg)
 	if err != nil {
 		return err
 	}
@@ -345,6 +359,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 		MaxBodyBytes:    int64(o.maxBodyMiB) << 20,
 		RecallRounds:    o.recallRounds,
 		UpstreamTimeout: o.upstreamTimeout,
+		Client:          obs.upstreamClient(o.upstreamTimeout), // issue 9: upstream latency
 		Logger:          logger,
 	})
 	if err != nil {
@@ -352,6 +367,9 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	}
 	srv, err := server.New(server.Config{Addr: o.addr, Keys: keys, Insecure: o.insecure, Proxy: px, ShutdownTimeout: o.shutdownTimeout, Logger: logger})
 	if err != nil {
+		return err
+	}
+	if err := obs.mount(srv, m, px, logger); err != nil { // issue 9
 		return err
 	}
 	for _, ext := range serveExtensions {
