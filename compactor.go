@@ -3,6 +3,7 @@ package mneme
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -115,10 +116,14 @@ func reflectThreshold(p Policy, budget int) int {
 // messages of the tail, observed before the trigger, contiguous and oldest
 // first. It is guarded by the thread state's mutex.
 type buffer struct {
-	running     bool // a job is observing (exactly one per thread)
-	level       int  // the last step of the trigger buffered since the last compaction
-	compactions int  // the state's compaction count when level was set
+	running     bool               // a job is observing (exactly one per thread)
+	jobFrom     int64              // the first seq the job observes
+	cancel      context.CancelFunc // ends the job early once its range is stale
+	level       int                // the last step of the trigger buffered since the last compaction
+	compactions int                // the state's compaction count when level was set
 	chunks      []window.CompactedData
+	reflecting  bool                  // the job in flight is a reflection
+	reflected   *window.ReflectedData // a finished reflection, to record
 }
 
 // bufferSteps divides the trigger: a job starts as usage passes each step
@@ -131,7 +136,10 @@ const bufferSteps = 5
 // the Manager's background context; Close cancels and waits for it.
 func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 	m := t.m
-	if !m.buffering || ts.buf.running || ts.policy.Strategy != window.Observe || m.bg.Err() != nil {
+	if !m.buffering || ts.buf.running || m.bg.Err() != nil {
+		return
+	}
+	if t.startReflect(ts) || ts.policy.Strategy != window.Observe {
 		return
 	}
 	if ts.buf.compactions != ts.st.Compactions() {
@@ -161,7 +169,8 @@ func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 		c := *it
 		items[i] = &c
 	}
-	ts.buf.level, ts.buf.running = level, true
+	jobCtx, cancel := context.WithCancel(m.bg)
+	ts.buf.level, ts.buf.running, ts.buf.jobFrom, ts.buf.cancel = level, true, items[0].Seq, cancel
 	in := CompactInput{
 		Tenant: t.tenant, Thread: t.id, From: items[0].Seq, To: items[len(items)-1].Seq,
 		Items: items, Catalogue: window.Catalogue(items, max(8, ts.st.Budget()/320)), Policy: ts.policy, Blocks: ts.st.Blocks(),
@@ -170,8 +179,9 @@ func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 	m.jobs.Add(1)
 	go func() {
 		defer m.jobs.Done()
-		d, err := m.compactor.Observe(m.bg, in)
-		ok := err == nil && m.bg.Err() == nil && strings.TrimSpace(d.Text) != "" && d.Strategy == window.Observe
+		defer cancel()
+		d, err := m.compactor.Observe(jobCtx, in)
+		ok := err == nil && jobCtx.Err() == nil && strings.TrimSpace(d.Text) != "" && d.Strategy == window.Observe
 		if ok {
 			d.From, d.To = in.From, in.To
 			d.TokensAfter = in.Counter.Count(d.Text)
@@ -298,11 +308,15 @@ func (t *Thread) activateBuffer(ctx context.Context, ts *threadState, req window
 	return evs
 }
 
-// prune drops the chunks a compaction made stale.
+// prune drops the chunks a compaction made stale, and cancels the job in
+// flight when its range has left the tail (its result could not be used).
 func (b *buffer) prune(st *window.State) {
 	tail := st.Tail()
 	if len(b.chunks) > 0 && (len(tail) == 0 || b.chunks[0].From != tail[0].Seq) {
 		b.chunks = nil
+	}
+	if b.running && !b.reflecting && indexOfSeq(tail, b.jobFrom) < 0 {
+		b.cancel()
 	}
 }
 
@@ -350,4 +364,77 @@ func minTailStart(tail []*window.Item, p Policy) int {
 		j--
 	}
 	return cuts[j]
+}
+
+// startReflect starts a background reflection when the memory block has
+// passed its threshold and no job is in flight; it reports whether one
+// runs. The result is recorded by the next call (activateReflection).
+func (t *Thread) startReflect(ts *threadState) bool {
+	m := t.m
+	if ts.buf.running || ts.buf.reflected != nil || m.bg.Err() != nil {
+		return ts.buf.running && ts.buf.reflecting
+	}
+	blocks := ts.st.Blocks()
+	threshold := reflectThreshold(ts.policy, ts.st.Budget())
+	total := 0
+	for _, b := range blocks {
+		total += b.Tokens
+	}
+	if len(blocks) == 0 || total <= threshold {
+		return false
+	}
+	jobCtx, cancel := context.WithCancel(m.bg)
+	ts.buf.running, ts.buf.reflecting, ts.buf.cancel = true, true, cancel
+	in := ReflectInput{Tenant: t.tenant, Thread: t.id, Blocks: blocks, Target: threshold / 2, Policy: ts.policy, Counter: ts.sz.c}
+	m.jobs.Add(1)
+	go func() {
+		defer m.jobs.Done()
+		defer cancel()
+		d, err := m.reflector.Reflect(jobCtx, in)
+		ok := err == nil && jobCtx.Err() == nil && strings.TrimSpace(d.Text) != ""
+		if ok {
+			d.TokensAfter = in.Counter.Count(d.Text)
+			ok = d.TokensAfter < total
+		}
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		ts.buf.running, ts.buf.reflecting = false, false
+		if ok {
+			ts.buf.reflected = &d
+		}
+	}()
+	return true
+}
+
+// activateReflection records a reflection finished in the background, if
+// every block it replaces is still in the memory block (a block added
+// since stays after it). It is a compaction step: the prefix changes.
+func (t *Thread) activateReflection(ctx context.Context, ts *threadState) (*CompactEvent, error) {
+	d := ts.buf.reflected
+	if d == nil {
+		return nil, nil
+	}
+	ts.buf.reflected = nil
+	have := map[int64]bool{}
+	for _, b := range ts.st.Blocks() {
+		have[b.EventSeq] = true
+	}
+	for _, q := range d.Replaces {
+		if !have[q] {
+			return nil, nil // stale: another writer reflected or the state was rebuilt
+		}
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := t.appendEvents(ctx, ts, []store.Event{{Kind: store.KindReflected, Data: b}}, func() ([]store.Event, error) { return nil, nil })
+	if err != nil || len(stored) == 0 {
+		return nil, err
+	}
+	ce := &CompactEvent{Seq: stored[0].Seq, Reflected: d, Buffered: true}
+	if t.m.cfg.OnCompact != nil {
+		t.m.cfg.OnCompact(t.tenant, t.id, *ce)
+	}
+	return ce, nil
 }

@@ -428,13 +428,21 @@ func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowO
 		}
 	}
 	req := t.request(ts, opts)
-	var done *CompactEvent
+	done, err := t.activateReflection(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
 	if force || (ts.st.OverTrigger(req) && !t.deferToBuffer(ts, req)) {
 		c, err := t.compactLocked(ctx, ts, req, force)
 		if err != nil {
 			return nil, err
 		}
-		done = c
+		if c != nil && done != nil && c.Reflected == nil {
+			c.Reflected = done.Reflected
+		}
+		if c != nil {
+			done = c
+		}
 	}
 	w, err := ts.st.Build(req)
 	if err != nil {
@@ -485,7 +493,13 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 			}
 			catTok := ts.sz.Text(p.Catalogue)
 			room := ts.policy.Trigger.TokensOf(ts.st.Budget()) - (p.UsedAfter - catTok) - 100
-			evs, err := p.Events(t.observe(ctx, ts, p.Leaving, p.Catalogue, room, false))
+			// With buffering on, the request path never waits for the
+			// model: what the buffer cannot serve is observed extractively.
+			d := t.observe(ctx, ts, p.Leaving, p.Catalogue, room, t.m.buffering)
+			if t.m.buffering && d.Fallback == "" {
+				d.Fallback = "no background observation ready: extractive"
+			}
+			evs, err := p.Events(d)
 			return evs, p, err
 		}
 		evs, err := p.Events(window.CompactedData{Strategy: p.Strategy})
@@ -512,17 +526,25 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 		if ev.Kind == store.KindCompacted {
 			var d window.CompactedData
 			if json.Unmarshal(ev.Data, &d) == nil {
-				if ce.Compacted != nil { // several buffered parts: report them as one
-					d.From, d.Text = ce.Compacted.From, ce.Compacted.Text+"\n"+d.Text
-					d.TokensBefore += ce.Compacted.TokensBefore
-					d.TokensAfter += ce.Compacted.TokensAfter
+				if c := ce.Compacted; c != nil { // several buffered parts: report them as one
+					c.To, c.Text = d.To, c.Text+"\n"+d.Text
+					c.TokensBefore += d.TokensBefore
+					c.TokensAfter += d.TokensAfter
+					c.DurationMS += d.DurationMS
+					c.CostUSD += d.CostUSD
+					if c.Fallback == "" {
+						c.Fallback = d.Fallback
+					}
+					continue
 				}
 				ce.Compacted = &d
 			}
 		}
 	}
 	ts.buf.prune(ts.st)
-	if r, err := t.reflectLocked(ctx, ts); err != nil {
+	if t.m.buffering {
+		t.startReflect(ts) // the model condenses in the background
+	} else if r, err := t.reflectLocked(ctx, ts); err != nil {
 		return nil, err
 	} else if r != nil {
 		ce.Reflected, ce.Seq = r, ts.st.LastSeq()
