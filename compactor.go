@@ -180,6 +180,16 @@ func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 	go func() {
 		defer m.jobs.Done()
 		defer cancel()
+		// One replica buffers a thread at a time: another one holding the
+		// lease means its observation will reach this one through the log.
+		release, held := t.lease(jobCtx, leaseBuffer)
+		if !held {
+			ts.mu.Lock()
+			ts.buf.running = false
+			ts.mu.Unlock()
+			return
+		}
+		defer release()
 		d, err := m.compactor.Observe(jobCtx, in)
 		ok := err == nil && jobCtx.Err() == nil && strings.TrimSpace(d.Text) != "" && d.Strategy == window.Observe
 		if ok {

@@ -100,6 +100,7 @@ type CompactEvent struct {
 // Manager owns the store and the materialised windows of open threads. It is
 // safe for concurrent use.
 type Manager struct {
+	id        string // this process's lease owner name
 	store     store.Store
 	ownsStore bool
 	policy    Policy
@@ -125,7 +126,7 @@ type threadKey struct{ tenant, id string }
 
 // Open opens the store and returns a Manager.
 func Open(ctx context.Context, cfg Config) (*Manager, error) {
-	m := &Manager{cfg: cfg, store: cfg.Store, models: cfg.Models, compactor: cfg.Compactor, log: cfg.Logger}
+	m := &Manager{id: "mneme-" + store.NewRef()[2:], cfg: cfg, store: cfg.Store, models: cfg.Models, compactor: cfg.Compactor, log: cfg.Logger}
 	if m.log == nil {
 		m.log = slog.Default()
 	}

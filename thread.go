@@ -480,9 +480,22 @@ func (t *Thread) requestPolicy(ts *threadState, opts WindowOptions) *Policy {
 // compactLocked plans a compaction, writes it to the log and applies it;
 // then reflects when the memory block has grown past its threshold.
 func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.Request, force bool) (*CompactEvent, error) {
+	release, ok := t.lease(ctx, leaseCompact)
+	if !ok && t.awaitOtherCompaction(ctx, ts, req) {
+		return nil, nil // another replica compacts this thread
+	}
+	defer release()
 	buffered := false
+	var memo *window.CompactedData
 	plan := func() ([]store.Event, *window.Plan, error) {
-		p, err := ts.st.Plan(req)
+		var p *window.Plan
+		var err error
+		if memo != nil { // after a conflict: keep the observed cut if it holds
+			p, err = ts.st.PlanUpTo(req, memo.To)
+		}
+		if p == nil && err == nil {
+			p, err = ts.st.Plan(req)
+		}
 		if err != nil || p.Empty() {
 			return nil, p, err
 		}
@@ -490,6 +503,13 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 			if evs := t.activateBuffer(ctx, ts, req, p); evs != nil {
 				buffered = true
 				return evs, p, nil
+			}
+			// A conflict that leaves the cut where it was (another writer
+			// only appended) reuses the observation: the summarizer is
+			// called once per compaction point.
+			if memo != nil && memo.From == p.From && memo.To == p.To {
+				evs, err := p.Events(*memo)
+				return evs, p, err
 			}
 			catTok := ts.sz.Text(p.Catalogue)
 			room := ts.policy.Trigger.TokensOf(ts.st.Budget()) - (p.UsedAfter - catTok) - 100
@@ -499,6 +519,8 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 			if t.m.buffering && d.Fallback == "" {
 				d.Fallback = "no background observation ready: extractive"
 			}
+			d.From, d.To = p.From, p.To
+			memo = &d
 			evs, err := p.Events(d)
 			return evs, p, err
 		}

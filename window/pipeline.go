@@ -2,6 +2,7 @@ package window
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -144,7 +145,23 @@ func (s *State) catalogueLines() int { return max(8, s.budget/8/40) }
 // to its target: mask first (strategy mask), then cut on a safe boundary,
 // keeping the pinned head and the minimum tail. It returns a *BudgetError
 // when even the tightest cut does not fit. It does not change the state.
-func (s *State) Plan(r Request) (*Plan, error) {
+func (s *State) Plan(r Request) (*Plan, error) { return s.plan(r, 0) }
+
+// PlanUpTo is Plan with the cut fixed just after seq `to`: the plan a writer
+// made before another one appended, kept when it still holds so that its
+// (costly) observation need not be written again. It returns nil, nil when
+// that cut is no longer possible or would not fit the budget.
+func (s *State) PlanUpTo(r Request, to int64) (*Plan, error) {
+	p, err := s.plan(r, to)
+	if err == errNoSuchCut {
+		return nil, nil
+	}
+	return p, err
+}
+
+var errNoSuchCut = errors.New("window: no such cut")
+
+func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 	p := &Plan{Strategy: s.policy.Strategy, UsedBefore: s.Used(r)}
 	target := s.policy.Target.TokensOf(s.budget)
 	if f := s.fixed(r, true); f > s.budget {
@@ -185,7 +202,7 @@ func (s *State) Plan(r Request) (*Plan, error) {
 	countOK := func(msgs int) bool {
 		return s.policy.Target.Messages == 0 || msgs <= s.policy.Target.Messages
 	}
-	if used <= target && countOK(s.windowMessages()) {
+	if used <= target && countOK(s.windowMessages()) && fixedTo == 0 {
 		p.UsedAfter = used
 		return p, nil
 	}
@@ -202,6 +219,9 @@ func (s *State) Plan(r Request) (*Plan, error) {
 		}
 	}
 	if len(cuts) == 0 {
+		if fixedTo > 0 {
+			return nil, errNoSuchCut
+		}
 		if used > s.budget {
 			return nil, s.tailError(used)
 		}
@@ -227,6 +247,14 @@ func (s *State) Plan(r Request) (*Plan, error) {
 	}
 	after := func(c int) int { return fixed + s.memTok + blockTok(c) + suffix[c] }
 	msgsAfter := func(c int) int { return len(s.head) + 1 + len(s.tail) - c }
+
+	if fixedTo > 0 {
+		i := slices.IndexFunc(cuts, func(c int) bool { return s.tail[c-1].Seq == fixedTo })
+		if i < 0 || after(cuts[i]) > s.budget {
+			return nil, errNoSuchCut
+		}
+		return s.finishPlan(p, cuts[i], fixed, suffix, maxLines), nil
+	}
 
 	chosen := -1
 	for _, c := range cuts {
@@ -265,6 +293,11 @@ func (s *State) Plan(r Request) (*Plan, error) {
 	if after(chosen) > s.budget {
 		return nil, s.tailError(after(chosen))
 	}
+	return s.finishPlan(p, chosen, fixed, suffix, maxLines), nil
+}
+
+// finishPlan fills in the plan for a cut before tail[chosen].
+func (s *State) finishPlan(p *Plan, chosen, fixed int, suffix []int, maxLines int) *Plan {
 	p.Leaving = s.tail[:chosen]
 	p.From, p.To = p.Leaving[0].Seq, p.Leaving[len(p.Leaving)-1].Seq
 	for _, it := range p.Leaving {
@@ -274,7 +307,7 @@ func (s *State) Plan(r Request) (*Plan, error) {
 	p.UsedAfter = fixed + s.memTok + s.sizer.Text(p.Catalogue) + 40 + suffix[chosen]
 	// Masks inside the leaving range are moot.
 	p.Mask = slices.DeleteFunc(p.Mask, func(q int64) bool { return q <= p.To })
-	return p, nil
+	return p
 }
 
 func (s *State) fixedError(r Request) error {
