@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -255,6 +256,31 @@ func (s *mnemeStrategy) Recall(ctx context.Context, query string, k int) ([]stri
 		}
 	}
 	return out, nil
+}
+
+// provenance records who wrote the observations and how often the
+// summarizer fell back.
+func (s *mnemeStrategy) provenance(ctx context.Context, rec *Record) error {
+	evs, err := s.th.Events(ctx, 1, 0)
+	if err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		if ev.Kind != store.KindCompacted {
+			continue
+		}
+		var d window.CompactedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return fmt.Errorf("compacted event %d: %w", ev.Seq, err)
+		}
+		if d.Model != "" {
+			rec.Summarizer = d.Model
+		}
+		if d.Fallback != "" {
+			rec.Fallbacks++
+		}
+	}
+	return nil
 }
 
 func (s *mnemeStrategy) Compactions() int {

@@ -138,6 +138,11 @@ type Record struct {
 	PrefixStableRatio float64 `json:"prefix_stable_ratio"`
 	Calls             int     `json:"calls"`
 	Compactions       int     `json:"compactions"`
+	// Summarizer names the model that wrote observations ("" when none
+	// did); Fallbacks counts compactions where it failed and the
+	// deterministic fallback ran instead.
+	Summarizer string `json:"summarizer,omitempty"`
+	Fallbacks  int    `json:"compaction_fallbacks"`
 	// Time to build a window (append included), in microseconds.
 	WindowUsP50 float64 `json:"window_us_p50"`
 	WindowUsP95 float64 `json:"window_us_p95"`
@@ -297,6 +302,12 @@ func runStrategy(ctx context.Context, cfg BenchConfig, sess *Session, c token.Co
 		rec.PrefixStableRatio = float64(stable) / float64(rec.Calls-1)
 	}
 	rec.Compactions = s.Compactions()
+	if ms, ok := s.(*mnemeStrategy); ok {
+		if err := ms.provenance(ctx, &rec); err != nil {
+			rec.Error = err.Error()
+			return rec
+		}
+	}
 	slices.Sort(times)
 	rec.WindowUsP50 = float64(times[len(times)/2].Nanoseconds()) / 1000
 	rec.WindowUsP95 = float64(times[len(times)*95/100].Nanoseconds()) / 1000

@@ -155,13 +155,13 @@ func (c Check) Label(i int) string {
 func Parse(data []byte, path string) (*Fixture, error) {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrFixture, path, err)
+		return nil, fmt.Errorf("%w: %v", ErrFixture, err)
 	}
 	var f *Fixture
 	if isContextManager(probe) {
 		cf, err := ImportContextManager(data)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrFixture, path, err)
+			return nil, fmt.Errorf("%w: %v", ErrFixture, err)
 		}
 		f = cf
 	} else {
@@ -169,7 +169,7 @@ func Parse(data []byte, path string) (*Fixture, error) {
 		dec.DisallowUnknownFields()
 		f = &Fixture{}
 		if err := dec.Decode(f); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrFixture, path, err)
+			return nil, fmt.Errorf("%w: %v", ErrFixture, err)
 		}
 		f.Source = "mneme"
 	}
@@ -288,6 +288,17 @@ func (c Check) validateArg() error {
 	return nil
 }
 
+// LoadError is a fixture file that could not be read or is invalid.
+type LoadError struct {
+	Path string
+	Err  error
+}
+
+func (e *LoadError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns the cause (ErrFixture for an invalid fixture).
+func (e *LoadError) Unwrap() error { return e.Err }
+
 // Load reads the fixtures at paths: files, or folders whose *.json files
 // are read (recursively, in name order). A file that fails to parse is
 // returned as an error in errs, alongside the others' fixtures, so one bad
@@ -320,12 +331,12 @@ func Load(paths ...string) (fixtures []*Fixture, errs []error) {
 		for _, file := range files {
 			data, err := os.ReadFile(file)
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, &LoadError{file, err})
 				continue
 			}
 			f, err := Parse(data, file)
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, &LoadError{file, err})
 				continue
 			}
 			fixtures = append(fixtures, f)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -73,7 +74,12 @@ func runFixtures(cmd *cobra.Command, opts eval.Options, paths []string) []eval.R
 	fixtures, errs := eval.Load(paths...)
 	var results []eval.Result
 	for _, err := range errs {
-		results = append(results, eval.Result{Fixture: "(load)", Error: err.Error()})
+		r := eval.Result{Fixture: "(load)", Error: err.Error()}
+		var le *eval.LoadError
+		if errors.As(err, &le) {
+			r.Fixture, r.Path, r.Error = le.Path, le.Path, le.Err.Error()
+		}
+		results = append(results, r)
 	}
 	for _, f := range fixtures {
 		results = append(results, eval.Run(cmd.Context(), f, opts))
