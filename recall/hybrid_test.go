@@ -304,3 +304,52 @@ func TestIndexerRetries(t *testing.T) {
 		}
 	})
 }
+
+// Vectors go with their thread, are per tenant and per model, and bad
+// vectors are ErrInvalid.
+func TestVectorsLifecycle(t *testing.T) {
+	backends(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		v := s.(store.Vectors)
+		emb := embed.Hashing{Dims: 16}
+		evs := appendAll(t, s, "a", "t", text2("payment timeout"), text2("cache latency"))
+		vs, _ := emb.Embed(ctx, []string{"payment timeout", "cache latency"})
+		put := []store.Vector{{Ref: evs[0].Ref, Model: emb.Model(), V: vs[0]}, {Ref: evs[1].Ref, Model: emb.Model(), V: vs[1]},
+			{Ref: "m_unknown", Model: emb.Model(), V: vs[0]}}
+		if err := v.PutVectors(ctx, "a", put); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.PutVectors(ctx, "b", put); err != nil { // refs of a: skipped for b
+			t.Fatal(err)
+		}
+		q := store.VectorQuery{Model: emb.Model(), V: vs[0], Limit: 5}
+		hits, err := v.SearchVectors(ctx, "a", q)
+		if err != nil || len(hits) != 2 || hits[0].Ref != evs[0].Ref || hits[0].Score < 0.999 || hits[0].Thread != "t" || hits[0].Seq != 1 {
+			t.Fatalf("hits %+v %v", hits, err)
+		}
+		if hits, _ := v.SearchVectors(ctx, "b", q); len(hits) != 0 {
+			t.Fatalf("tenant b: %+v", hits)
+		}
+		other := q
+		other.Model = "another-model"
+		if hits, _ := v.SearchVectors(ctx, "a", other); len(hits) != 0 {
+			t.Fatalf("another model: %+v", hits)
+		}
+		other = q
+		other.V = append(slices.Clone(vs[0]), 0)
+		if hits, err := v.SearchVectors(ctx, "a", other); len(hits) != 0 || err != nil {
+			t.Fatalf("another dimension: %+v %v", hits, err)
+		}
+		for _, bad := range []store.Vector{{Ref: evs[0].Ref, Model: "m", V: make([]float32, 4)}, {Ref: evs[0].Ref, V: vs[0]}, {Model: "m", V: vs[0]}} {
+			if err := v.PutVectors(ctx, "a", []store.Vector{bad}); !errors.Is(err, store.ErrInvalid) {
+				t.Errorf("bad vector %+v: %v", bad, err)
+			}
+		}
+		if err := s.DeleteThread(ctx, "a", "t"); err != nil {
+			t.Fatal(err)
+		}
+		if hits, err := v.SearchVectors(ctx, "a", q); err != nil || len(hits) != 0 {
+			t.Fatalf("after DeleteThread: %+v %v", hits, err)
+		}
+	})
+}
