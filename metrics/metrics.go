@@ -92,6 +92,12 @@ func New() *Metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"op", "outcome"}),
 	}
+	// Series that exist before their first event, so that dashboards and
+	// alerts see a zero rather than nothing.
+	for _, o := range []string{"ok", "fallback"} {
+		m.reflections.WithLabelValues(o)
+	}
+	m.jobs.WithLabelValues("buffered_observation", "activated")
 	reg.MustRegister(m.requests, m.requestDuration, m.upstream, m.windowTokens, m.windowRatio,
 		m.compactions, m.compactTokens, m.reflections, m.jobs, m.storeOps,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
