@@ -25,6 +25,9 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme/compact"
+	"github.com/mnemehq/mneme/embed"
+	"github.com/mnemehq/mneme/memory"
+	"github.com/mnemehq/mneme/recall"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/dsn"
 	"github.com/mnemehq/mneme/token"
@@ -69,6 +72,11 @@ type Config struct {
 	// deterministic extractive summarizer does. When a Model is set and
 	// Policy is nil, the default strategy becomes observe.
 	Summarizer compact.LLMConfig
+	// Embedder, when set and the store keeps vectors, makes archive and
+	// memory search hybrid (BM25 + vectors, reciprocal rank fusion). New
+	// messages are embedded in the background; a failing embedder only
+	// degrades search to BM25.
+	Embedder embed.Embedder
 	// Buffer precomputes observations in the background as a thread's
 	// window passes 20%, 40%, 60% and 80% of its trigger, so that the call
 	// crossing the trigger rarely waits for the summarizer. It only runs
@@ -116,6 +124,11 @@ type Manager struct {
 	stopBg context.CancelFunc
 	jobs   sync.WaitGroup
 	log    *slog.Logger
+
+	recall     *recall.Recall
+	memory     *memory.Store
+	indexer    *recall.Indexer
+	recallCost recallCost
 
 	mu      sync.Mutex
 	threads map[threadKey]*threadState
@@ -173,6 +186,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		m.buffering = cfg.Buffer
 	}
 	m.bg, m.stopBg = context.WithCancel(context.Background())
+	m.startRecall()
 	m.tokens = token.NewCache()
 	m.threads = map[threadKey]*threadState{}
 	return m, nil

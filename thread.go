@@ -73,8 +73,9 @@ type WindowOptions struct {
 	System []message.Message
 	// Tools are the request's tool schemas (JSON), counted toward the budget.
 	Tools []json.RawMessage
-	// RecallTokens overrides what the recall tools' schemas cost (default
-	// RecallToolsTokens); they count only when something is out of the window.
+	// RecallTokens overrides what the recall tools' schemas cost (default:
+	// counted from their definitions); they count only when something is
+	// out of the window.
 	RecallTokens int
 	// Policy, when set and different from the thread's, is recorded as the
 	// thread's new policy before the window is built.
@@ -84,9 +85,6 @@ type WindowOptions struct {
 	Model string
 }
 
-// RecallToolsTokens is a conservative bound on what the schemas of
-// mneme_search and mneme_read cost (recall tests hold them to it).
-const RecallToolsTokens = 400
 
 // load returns the thread's state, locked, caught up with the log.
 func (t *Thread) load(ctx context.Context) (*threadState, error) {
@@ -232,7 +230,11 @@ func (t *Thread) appendLocked(ctx context.Context, ts *threadState, msgs []messa
 		ref := store.NewRef()
 		evs[i] = store.Event{Kind: store.KindMessage, At: m.Time, Ref: ref, Message: &m, Tokens: ts.sz.Message(ref, m)}
 	}
-	return t.appendEvents(ctx, ts, evs, nil)
+	stored, err := t.appendEvents(ctx, ts, evs, nil)
+	if err == nil {
+		t.m.index(t.tenant, stored)
+	}
+	return stored, err
 }
 
 // validate rejects messages the log must not take: an unknown role, or no
@@ -300,7 +302,7 @@ func (t *Thread) Usage(ctx context.Context) (ThreadUsage, error) {
 		return u, err
 	}
 	defer ts.mu.Unlock()
-	if w, err := ts.st.Build(window.Request{RecallTokens: RecallToolsTokens}); err == nil {
+	if w, err := ts.st.Build(window.Request{RecallTokens: t.m.recallCost.tokens(ts.sz.c, false)}); err == nil {
 		u.Window = w.Usage
 	}
 	return u, nil
@@ -407,7 +409,7 @@ func (t *Thread) Compact(ctx context.Context, opts WindowOptions) (*window.Windo
 func (t *Thread) request(ts *threadState, opts WindowOptions) window.Request {
 	r := window.Request{RecallTokens: opts.RecallTokens}
 	if r.RecallTokens == 0 {
-		r.RecallTokens = RecallToolsTokens
+		r.RecallTokens = t.m.recallCost.tokens(ts.sz.c, len(opts.Tools) > 0)
 	}
 	for i, m := range opts.System {
 		r.SystemTokens += ts.sz.Message(fmt.Sprintf("system#%d#%p", i, &opts.System[i]), m)
@@ -527,18 +529,28 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 		evs, err := p.Events(window.CompactedData{Strategy: p.Strategy})
 		return evs, p, err
 	}
+	// Long-term memories are chosen here, with the compaction, so that the
+	// memory block changes only at compaction points (I6).
+	mem := t.injectMemories(ctx, ts)
+	withMemories := func(evs []store.Event) []store.Event {
+		if len(evs) == 0 || mem == ts.st.Injected() {
+			return evs
+		}
+		b, _ := json.Marshal(window.NoteData{Memories: &mem})
+		return append(evs, store.Event{Kind: store.KindNote, Data: b})
+	}
 	evs, p, err := plan()
 	if err != nil || len(evs) == 0 {
 		return nil, err
 	}
-	stored, err := t.appendEvents(ctx, ts, evs, func() ([]store.Event, error) {
+	stored, err := t.appendEvents(ctx, ts, withMemories(evs), func() ([]store.Event, error) {
 		if !force && !ts.st.OverTrigger(req) {
 			return nil, nil // another writer compacted already
 		}
 		buffered = false
 		evs, p2, err := plan()
 		p = p2
-		return evs, err
+		return withMemories(evs), err
 	})
 	if err != nil || len(stored) == 0 {
 		return nil, err

@@ -42,8 +42,7 @@ type Tool struct {
 }
 
 // The schemas are kept short: they are sent with every request whose window
-// has left something out, and their cost is reserved in every budget
-// (mneme.RecallToolsTokens).
+// has left something out, and the engine counts them into its budget.
 var tools = map[string]Tool{
 	ToolSearch: {ToolSearch,
 		"Search this conversation's full history, including messages no longer shown (masked, evicted or summarized). Ids and paths match exactly. Returns refs for mneme_read.",

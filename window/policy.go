@@ -176,6 +176,11 @@ type Policy struct {
 	MaskKeepPerTool int `json:"mask_keep_per_tool"`
 	// Strategy: mask, archive or observe.
 	Strategy Strategy `json:"strategy"`
+	// MemoryNamespaces names long-term memory namespaces ("users/alice,
+	// projects/shop": comma-separated, elements separated by "/") whose
+	// items matching the thread's goal are put in the memory block. They
+	// are chosen at compaction points only, so the prefix stays stable.
+	MemoryNamespaces string `json:"memory_namespaces,omitempty"`
 	// ReflectOver: observations above this are condensed by the Reflector
 	// (default 40,000 tokens, never more than a quarter of the budget).
 	ReflectOver Threshold `json:"reflect_over,omitzero"`

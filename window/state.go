@@ -105,6 +105,14 @@ type ReflectedData struct {
 	DurationMS   int64   `json:"duration_ms,omitempty"`
 }
 
+// NoteData is the payload of a "note" event. Memories, when present,
+// replaces the long-term memories shown in the memory block (written at
+// compaction points only).
+type NoteData struct {
+	Memories *string `json:"memories,omitempty"`
+	Text     string  `json:"text,omitempty"`
+}
+
 // State is the materialised window of one thread. It is not safe for
 // concurrent use; the caller serialises access per thread.
 type State struct {
@@ -120,6 +128,7 @@ type State struct {
 
 	headTok, memTok, tailTok int
 	memMsg                   *message.Message
+	injected                 string // long-term memories shown in the memory block
 
 	// out caches the rendered messages of head, memory and tail (without
 	// the repair suffix); only ever appended to between compactions.
@@ -172,6 +181,9 @@ func (s *State) LastSeq() int64 { return s.lastSeq }
 // Compactions returns how many compacted events were applied.
 func (s *State) Compactions() int { return s.compactions }
 
+// Injected returns the long-term memories the memory block shows.
+func (s *State) Injected() string { return s.injected }
+
 // Blocks returns the memory block's entries, oldest first.
 func (s *State) Blocks() []Block { return append([]Block(nil), s.blocks...) }
 
@@ -209,6 +221,13 @@ func (s *State) Apply(ev store.Event) error {
 			return fmt.Errorf("window: compacted event %d: %w", ev.Seq, err)
 		}
 		s.applyCompacted(ev.Seq, d)
+	case store.KindNote:
+		var d NoteData
+		if json.Unmarshal(ev.Data, &d) == nil && d.Memories != nil {
+			s.injected = *d.Memories
+			s.rebuildMemory()
+			s.rebuildOut()
+		}
 	case store.KindReflected:
 		var d ReflectedData
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -449,13 +468,13 @@ func (s *State) rebuildMemory() {
 			s.blocks[i].Tokens = s.sizer.Text(s.blocks[i].Text)
 		}
 	}
-	if len(s.blocks) == 0 {
+	if len(s.blocks) == 0 && s.injected == "" {
 		s.memMsg, s.memTok = nil, 0
 		return
 	}
-	m := memoryMessage(s.blocks)
+	m := memoryMessage(s.blocks, s.injected)
 	s.memMsg = &m
-	s.memTok = s.sizer.Message(fmt.Sprintf("memory#%d", s.blocks[len(s.blocks)-1].EventSeq), m)
+	s.memTok = s.sizer.Message(fmt.Sprintf("memory#%d", s.lastSeq), m)
 }
 
 // rebuildOut renders the window anew; only compaction and masking call it.
