@@ -85,7 +85,6 @@ type WindowOptions struct {
 	Model string
 }
 
-
 // load returns the thread's state, locked, caught up with the log.
 func (t *Thread) load(ctx context.Context) (*threadState, error) {
 	if err := store.CheckScope(t.tenant, t.id); err != nil {
