@@ -190,7 +190,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 		}
 		n := len(args)
 		args = append(args, tsQuery(pq, false), tsQuery(pq, true))
-		where = append(where, fmt.Sprintf("(tsv @@ $%d::tsquery OR (lossy = 1 AND tsv @@ $%d::tsquery) OR lossy = 2)", n+1, n+2))
+		where = append(where, fmt.Sprintf("(tsv @@ $%d::tsquery OR (lossy > 0 AND (lossy = 2 OR tsv @@ $%d::tsquery)))", n+1, n+2))
 		sqlText = fmt.Sprintf(`SELECT `+itemCols+`, ts_rank_cd(tsv, $%d::tsquery) AS rank, lossy FROM memories WHERE `, n+1) +
 			strings.Join(where, " AND ") + ` ORDER BY rank DESC, updated DESC, namespace, key`
 	}

@@ -79,6 +79,7 @@ CREATE TABLE memories (
 CREATE INDEX memories_by_updated ON memories (tenant, updated DESC);
 CREATE INDEX memories_by_expiry ON memories (tenant, expires) WHERE expires > 0;
 CREATE INDEX memories_tsv ON memories USING gin (tsv);
+CREATE INDEX memories_lossy ON memories (tenant) WHERE lossy > 0;
 
 CREATE TABLE vectors (
 	tenant text COLLATE "C" NOT NULL,

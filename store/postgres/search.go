@@ -195,7 +195,9 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	limit = min(limit, maxLimit)
 
 	args := []any{tsQuery(pq, false), tenant, tsQuery(pq, true)}
-	where := []string{"e.tenant = $2", "(e.tsv @@ $1::tsquery OR (e.lossy = 1 AND e.tsv @@ $3::tsquery) OR e.lossy = 2)"}
+	// Shaped so that the planner can OR the GIN index with the partial
+	// index on lossy documents.
+	where := []string{"e.tenant = $2", "(e.tsv @@ $1::tsquery OR (e.lossy > 0 AND (e.lossy = 2 OR e.tsv @@ $3::tsquery)))"}
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, fmt.Sprintf(cond, len(args)))

@@ -19,8 +19,8 @@ func TestLease(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "mneme.db")
 	a, b := open2(t, path), open2(t, path)
-	const ttl = 200 * time.Millisecond
-	try := func(s *sqlite.Store, owner string) bool {
+	const ttl, short = time.Minute, 200 * time.Millisecond
+	try := func(s *sqlite.Store, owner string, ttl time.Duration) bool {
 		t.Helper()
 		ok, err := s.TryLease(ctx, "acme", "t", "compact", owner, ttl)
 		if err != nil {
@@ -28,23 +28,23 @@ func TestLease(t *testing.T) {
 		}
 		return ok
 	}
-	if !try(a, "A") || try(b, "B") || !try(a, "A") {
+	if !try(a, "A", ttl) || try(b, "B", ttl) || !try(a, "A", short) {
 		t.Fatal("want A to take and renew, B refused")
 	}
-	time.Sleep(ttl + 50*time.Millisecond)
-	if !try(b, "B") || try(a, "A") {
+	time.Sleep(short + 100*time.Millisecond)
+	if !try(b, "B", ttl) || try(a, "A", ttl) {
 		t.Fatal("want B to take over A's expired lease, A refused")
 	}
 	if err := a.ReleaseLease(ctx, "acme", "t", "compact", "A"); err != nil {
 		t.Fatal(err)
 	}
-	if try(a, "A") {
+	if try(a, "A", ttl) {
 		t.Fatal("a release by a non-holder freed the lease")
 	}
 	if err := b.ReleaseLease(ctx, "acme", "t", "compact", "B"); err != nil {
 		t.Fatal(err)
 	}
-	if !try(a, "A") {
+	if !try(a, "A", ttl) {
 		t.Fatal("a released lease was not free")
 	}
 	if _, err := a.TryLease(ctx, "acme", "t", "compact", "A", 0); !errors.Is(err, store.ErrInvalid) {
