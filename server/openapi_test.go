@@ -444,4 +444,3 @@ func TestLogsKeepSecrets(t *testing.T) {
 		}
 	}
 }
-
