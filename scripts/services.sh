@@ -30,3 +30,15 @@ start_postgres() {
   export MNEME_TEST_POSTGRES="postgres://mneme:mneme@127.0.0.1:5432/mneme_test?sslmode=disable"
   echo "== PostgreSQL ready: $MNEME_TEST_POSTGRES"
 }
+
+# ---- issue 9: the inspector's browser test (server/inspector_browser_test.go)
+# ensure_chromium installs Debian's chromium when it is missing: the browser
+# test skips without it outside CI and fails without it in CI.
+ensure_chromium() {
+  if [ -x /usr/bin/chromium ]; then return; fi
+  echo "== installing chromium from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq chromium >/dev/null
+}
+# ---- end issue 9
