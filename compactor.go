@@ -176,9 +176,7 @@ func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 		Items: items, Catalogue: window.Catalogue(items, max(8, ts.st.Budget()/320)), Policy: ts.policy, Blocks: ts.st.Blocks(),
 		Counter: ts.sz.c,
 	}
-	m.jobs.Add(1)
-	go func() {
-		defer m.jobs.Done()
+	m.goJob(func() {
 		defer cancel()
 		// One replica buffers a thread at a time: another one holding the
 		// lease means its observation will reach this one through the log.
@@ -212,7 +210,7 @@ func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 			return
 		}
 		ts.buf.chunks = append(ts.buf.chunks, d)
-	}()
+	})
 }
 
 // deferToBuffer reports whether a compaction may wait for the background
@@ -396,9 +394,7 @@ func (t *Thread) startReflect(ts *threadState) bool {
 	jobCtx, cancel := context.WithCancel(m.bg)
 	ts.buf.running, ts.buf.reflecting, ts.buf.cancel = true, true, cancel
 	in := ReflectInput{Tenant: t.tenant, Thread: t.id, Blocks: blocks, Target: threshold / 2, Policy: ts.policy, Counter: ts.sz.c}
-	m.jobs.Add(1)
-	go func() {
-		defer m.jobs.Done()
+	m.goJob(func() {
 		defer cancel()
 		d, err := m.reflector.Reflect(jobCtx, in)
 		ok := err == nil && jobCtx.Err() == nil && strings.TrimSpace(d.Text) != ""
@@ -412,7 +408,7 @@ func (t *Thread) startReflect(ts *threadState) bool {
 		if ok {
 			ts.buf.reflected = &d
 		}
-	}()
+	})
 	return true
 }
 

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mnemehq/mneme/compact"
@@ -120,10 +121,11 @@ type Manager struct {
 	cfg       Config
 
 	// Background jobs (buffering): bg ends them on Close, jobs waits for them.
-	bg     context.Context
-	stopBg context.CancelFunc
-	jobs   sync.WaitGroup
-	log    *slog.Logger
+	bg      context.Context
+	stopBg  context.CancelFunc
+	jobs    sync.WaitGroup
+	running atomic.Int32
+	log     *slog.Logger
 
 	recall     *recall.Recall
 	memory     *memory.Store
@@ -304,3 +306,15 @@ const retryConflicts = 50
 var errTooManyConflicts = errors.New("mneme: too many concurrent writers on one thread")
 
 func now() time.Time { return time.Now().UTC() }
+
+// goJob runs f as a background job the Manager owns: Close waits for it,
+// RunningJobs counts it.
+func (m *Manager) goJob(f func()) {
+	m.jobs.Add(1)
+	m.running.Add(1)
+	go func() {
+		defer m.jobs.Done()
+		defer m.running.Add(-1)
+		f()
+	}()
+}

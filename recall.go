@@ -24,11 +24,7 @@ func (m *Manager) startRecall() {
 	if m.cfg.Embedder != nil && vs != nil {
 		m.recall.Vectors, m.recall.Embedder = vs, m.cfg.Embedder
 		m.indexer = recall.NewIndexer(vs, m.cfg.Embedder, recall.IndexerConfig{Logger: m.log})
-		m.jobs.Add(1)
-		go func() {
-			defer m.jobs.Done()
-			_ = m.indexer.Run(m.bg)
-		}()
+		m.goJob(func() { _ = m.indexer.Run(m.bg) })
 	}
 	m.memory = memory.New(m.store, memory.Options{Embedder: m.cfg.Embedder, Logger: m.log})
 }

@@ -657,3 +657,20 @@ func (t *Thread) reflectLocked(ctx context.Context, ts *threadState) (*window.Re
 	}
 	return &d, nil
 }
+
+// Inspect runs f on the thread's materialised window state, caught up with
+// the log, under the thread's lock: how the inspector and the API read the
+// forms of messages and the memory block without building or compacting a
+// window. f must not keep st or call back into the thread.
+func (t *Thread) Inspect(ctx context.Context, f func(st *window.State) error) error {
+	ts, err := t.load(ctx)
+	if err != nil {
+		return err
+	}
+	defer ts.mu.Unlock()
+	return f(ts.st)
+}
+
+// RunningJobs returns how many background jobs (buffered observations,
+// reflections, the embedding indexer) are running now.
+func (m *Manager) RunningJobs() int { return int(m.running.Load()) }

@@ -61,7 +61,6 @@ type API struct {
 	mem     *memory.Store
 	tenant  func(context.Context) string
 	log     *slog.Logger
-	replays *replays
 	mux     *http.ServeMux
 }
 
@@ -92,7 +91,6 @@ func New(cfg Config) (*API, error) {
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	a.replays = newReplays(a.m)
 	a.mux = http.NewServeMux()
 	for _, r := range a.routes() {
 		a.mux.HandleFunc(r.Method+" "+r.Path, r.h)
@@ -412,7 +410,7 @@ func (a *API) threadLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var forms map[int64]string
-	if err := a.replays.with(r.Context(), tenant, id, func(st *window.State) error {
+	if err := a.m.Thread(tenant, id).Inspect(r.Context(), func(st *window.State) error {
 		forms = formsOf(st)
 		return nil
 	}); err != nil {
@@ -482,7 +480,6 @@ func (a *API) deleteThread(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	a.replays.forget(tenant, id)
 	a.hist.Forget(tenant, id)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -513,7 +510,7 @@ func (a *API) threadEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	out := EventsView{Compactions: []Compaction{}, Reflections: []Reflection{}, Masked: []MaskStep{}, Evictions: []Eviction{}, Policies: []PolicyChange{}, Observations: []window.Block{}}
 	var evicted map[int64]bool
-	if err := a.replays.with(r.Context(), tenant, id, func(st *window.State) error {
+	if err := a.m.Thread(tenant, id).Inspect(r.Context(), func(st *window.State) error {
 		out.Observations = append(out.Observations, st.Blocks()...)
 		evicted = map[int64]bool{}
 		for seq, f := range st.FormsOf() {
@@ -587,7 +584,7 @@ func (a *API) threadExport(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", safeFilename(id)+".jsonl"))
-	if _, err := WriteExport(r.Context(), a.st, tenant, id, w); err != nil {
+	if _, err := mneme.WriteExport(r.Context(), a.st, tenant, id, w); err != nil {
 		// Headers are gone: the truncated body is all the client gets.
 		a.log.Error("api: export", "thread", id, "err", err)
 	}

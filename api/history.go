@@ -104,3 +104,5 @@ func (h *History) dropOldestLocked() {
 	}
 	delete(h.m, oldest)
 }
+
+type threadKey struct{ tenant, id string }

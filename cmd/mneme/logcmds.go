@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -14,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mnemehq/mneme"
-	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/dsn"
 )
@@ -82,68 +78,6 @@ func threadsCmd() *cobra.Command {
 	return c
 }
 
-// exportLine is one line of `mneme export`: an event, with a message event's
-// message in OpenAI chat shape (`message`, or `messages` when one logged
-// message maps to several OpenAI messages) and, for a lossless import, in
-// Mneme's own shape (`mneme`).
-type exportLine struct {
-	Seq      int64             `json:"seq"`
-	Kind     store.Kind        `json:"kind"`
-	At       time.Time         `json:"at"`
-	Ref      string            `json:"ref,omitempty"`
-	Tokens   int               `json:"tokens,omitempty"`
-	Message  json.RawMessage   `json:"message,omitempty"`
-	Messages []json.RawMessage `json:"messages,omitempty"`
-	Mneme    *message.Message  `json:"mneme,omitempty"`
-	Data     json.RawMessage   `json:"data,omitempty"`
-}
-
-// ExportEvent renders one event as an export line.
-func exportEvent(ev store.Event) (exportLine, error) {
-	l := exportLine{Seq: ev.Seq, Kind: ev.Kind, At: ev.At, Ref: ev.Ref, Tokens: ev.Tokens, Data: ev.Data}
-	if ev.Message != nil {
-		oa, err := message.EncodeOpenAI(*ev.Message)
-		if err != nil {
-			return l, fmt.Errorf("seq %d: %w", ev.Seq, err)
-		}
-		if len(oa) == 1 {
-			l.Message = oa[0]
-		} else {
-			l.Messages = oa
-		}
-		l.Mneme = ev.Message
-	}
-	return l, nil
-}
-
-func writeExport(ctx context.Context, st store.Store, tenant, thread string, out io.Writer) (int, error) {
-	bw := bufio.NewWriter(out)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	n := 0
-	for from := int64(1); ; {
-		evs, err := st.Load(ctx, tenant, thread, from, 1000)
-		if err != nil {
-			return n, err
-		}
-		for _, ev := range evs {
-			l, err := exportEvent(ev)
-			if err != nil {
-				return n, err
-			}
-			if err := enc.Encode(l); err != nil {
-				return n, err
-			}
-			n++
-		}
-		if len(evs) < 1000 {
-			break
-		}
-		from = evs[len(evs)-1].Seq + 1
-	}
-	return n, bw.Flush()
-}
-
 func exportCmd() *cobra.Command {
 	var f storeFlags
 	c := &cobra.Command{
@@ -164,57 +98,12 @@ compaction never deletes the log.`,
 			if _, err := st.Thread(cmd.Context(), f.tenant, args[0]); err != nil {
 				return fmt.Errorf("thread %q of tenant %q: %w", args[0], f.tenant, err)
 			}
-			_, err = writeExport(cmd.Context(), st, f.tenant, args[0], cmd.OutOrStdout())
+			_, err = mneme.WriteExport(cmd.Context(), st, f.tenant, args[0], cmd.OutOrStdout())
 			return err
 		},
 	}
 	f.add(c)
 	return c
-}
-
-// readImport parses export lines back into events (seqs renumbered from 1,
-// fresh refs unless keepRefs).
-func readImport(in io.Reader, keepRefs bool) ([]store.Event, error) {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
-	var evs []store.Event
-	line := 0
-	for sc.Scan() {
-		line++
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		var l exportLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
-		}
-		if !l.Kind.Valid() {
-			return nil, fmt.Errorf("line %d: unknown kind %q", line, l.Kind)
-		}
-		if l.Seq != int64(len(evs)+1) {
-			return nil, fmt.Errorf("line %d: seq %d, want %d (the log must be gapless)", line, l.Seq, len(evs)+1)
-		}
-		ev := store.Event{Kind: l.Kind, At: l.At, Tokens: l.Tokens, Data: l.Data}
-		if keepRefs {
-			ev.Ref = l.Ref
-		}
-		if l.Kind == store.KindMessage {
-			switch {
-			case l.Mneme != nil:
-				ev.Message = l.Mneme
-			case len(l.Message) > 0:
-				m, err := message.DecodeOpenAI(l.Message)
-				if err != nil {
-					return nil, fmt.Errorf("line %d: %w", line, err)
-				}
-				ev.Message = &m
-			default:
-				return nil, fmt.Errorf("line %d: message event without a message", line)
-			}
-		}
-		evs = append(evs, ev)
-	}
-	return evs, sc.Err()
 }
 
 func importCmd() *cobra.Command {
@@ -225,7 +114,7 @@ func importCmd() *cobra.Command {
 		Short: "Read a JSONL log (as `mneme export` writes it) into a new thread",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			evs, err := readImport(cmd.InOrStdin(), keepRefs)
+			evs, err := mneme.ReadExport(cmd.InOrStdin(), keepRefs)
 			if err != nil {
 				return err
 			}

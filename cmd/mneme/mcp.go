@@ -128,6 +128,7 @@ func (o *observability) mount(srv *server.Server, m *mneme.Manager, px *proxy.Pr
 	if err != nil {
 		return err
 	}
+	o.metrics.SetRunningJobs(m.RunningJobs)
 	mw := o.metrics.Middleware
 	insp := inspector.Handler()
 	srv.Handle("/api/", mw("", a)) // the route label is the API's own pattern

@@ -438,7 +438,16 @@ func (d *demoScript) reply(r fakellm.Request) fakellm.Reply {
 	d.mu.Lock()
 	i, done := d.step, d.done
 	d.mu.Unlock()
-	if done || r.IsSummarization() {
+	if r.IsSummarization() {
+		return fakellm.DefaultReply(r)
+	}
+	if done || i >= d.turns {
+		// After the script: a model that uses the first tool it is offered
+		// when a user asks something, and answers by default otherwise.
+		if tool := firstClientTool(r.Tools); tool != "" && lastIsUserText(r.Messages) {
+			args, _ := json.Marshal(map[string]string{"query": r.LastUserText})
+			return fakellm.Reply{ToolCalls: []fakellm.ToolCall{{Name: tool, Arguments: string(args)}}}
+		}
 		return fakellm.DefaultReply(r)
 	}
 	if i%10 == 9 {
@@ -446,6 +455,34 @@ func (d *demoScript) reply(r fakellm.Request) fakellm.Reply {
 	}
 	tool, args, _ := demoTool(i)
 	return fakellm.Reply{Text: fmt.Sprintf("Step %d: %s.", i, tool), ToolCalls: []fakellm.ToolCall{{ID: fmt.Sprintf("call_%d", i), Name: tool, Arguments: args}}}
+}
+
+func firstClientTool(tools []string) string {
+	for _, t := range tools {
+		if !proxy.IsRecallTool(t) {
+			return t
+		}
+	}
+	return ""
+}
+
+// lastIsUserText reports whether the conversation ends with a user's words
+// rather than with tool results.
+func lastIsUserText(msgs []map[string]any) bool {
+	if len(msgs) == 0 {
+		return false
+	}
+	last := msgs[len(msgs)-1]
+	if last["role"] != "user" {
+		return false
+	}
+	blocks, _ := last["content"].([]any)
+	for _, b := range blocks {
+		if bm, _ := b.(map[string]any); bm["type"] == "tool_result" {
+			return false
+		}
+	}
+	return true
 }
 
 // demoTool returns step i's tool call and what the tool returns.
@@ -472,6 +509,13 @@ func demoTool(i int) (tool, args, body string) {
 // run drives the session through the proxy over HTTP, printing the window
 // against the budget after every call.
 func (d *demoScript) run(ctx context.Context, out io.Writer, base string, budget int) error {
+	if d.turns <= 0 {
+		d.mu.Lock()
+		d.done = true
+		d.mu.Unlock()
+		fmt.Fprintln(out, "no scripted session (--demo-turns 0): the fake model answers your requests.")
+		return nil
+	}
 	type msg = map[string]any
 	history := []msg{
 		{"role": "system", "content": "You are a coding agent working in a Go repository. Tools: read_file, grep, run_tests."},

@@ -1,4 +1,4 @@
-package api
+package mneme
 
 import (
 	"bufio"
@@ -74,4 +74,52 @@ func WriteExport(ctx context.Context, st store.Log, tenant, thread string, out i
 		from = evs[len(evs)-1].Seq + 1
 	}
 	return n, bw.Flush()
+}
+
+// ReadExport parses an export back into events, in order, checking that
+// the seqs are gapless from 1. Refs are kept only with keepRefs (refs are
+// unique per tenant: importing into the store they came from needs fresh
+// ones). A message event is taken from its lossless "mneme" form when
+// present, else decoded from its OpenAI shape.
+func ReadExport(in io.Reader, keepRefs bool) ([]store.Event, error) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
+	var evs []store.Event
+	line := 0
+	for sc.Scan() {
+		line++
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var l ExportLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		if !l.Kind.Valid() {
+			return nil, fmt.Errorf("line %d: unknown kind %q", line, l.Kind)
+		}
+		if l.Seq != int64(len(evs)+1) {
+			return nil, fmt.Errorf("line %d: seq %d, want %d (the log must be gapless)", line, l.Seq, len(evs)+1)
+		}
+		ev := store.Event{Kind: l.Kind, At: l.At, Tokens: l.Tokens, Data: l.Data}
+		if keepRefs {
+			ev.Ref = l.Ref
+		}
+		if l.Kind == store.KindMessage {
+			switch {
+			case l.Mneme != nil:
+				ev.Message = l.Mneme
+			case len(l.Message) > 0:
+				m, err := message.DecodeOpenAI(l.Message)
+				if err != nil {
+					return nil, fmt.Errorf("line %d: %w", line, err)
+				}
+				ev.Message = &m
+			default:
+				return nil, fmt.Errorf("line %d: message event without a message", line)
+			}
+		}
+		evs = append(evs, ev)
+	}
+	return evs, sc.Err()
 }
