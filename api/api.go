@@ -53,15 +53,15 @@ type Config struct {
 
 // API serves /api/. Create it with New.
 type API struct {
-	cfg     Config
-	m       *mneme.Manager
-	st      store.Store
-	hist    *History
-	rec     *recall.Recall
-	mem     *memory.Store
-	tenant  func(context.Context) string
-	log     *slog.Logger
-	mux     *http.ServeMux
+	cfg    Config
+	m      *mneme.Manager
+	st     store.Store
+	hist   *History
+	rec    *recall.Recall
+	mem    *memory.Store
+	tenant func(context.Context) string
+	log    *slog.Logger
+	mux    *http.ServeMux
 }
 
 // Route is one method and path the API serves, in http.ServeMux syntax
