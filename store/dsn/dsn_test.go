@@ -2,14 +2,22 @@ package dsn
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/postgres"
 	"github.com/mnemehq/mneme/store/sqlite"
 )
 
@@ -27,8 +35,7 @@ func TestOpen(t *testing.T) {
 		{dsn: "sqlite:" + filepath.Join(dir, "b.sqlite3"), want: "sqlite", created: "b.sqlite3"},
 		{dsn: filepath.Join(dir, "c.db"), want: "sqlite", created: "c.db"},
 		{dsn: "sqlite:", err: store.ErrInvalid},
-		{dsn: "postgres://u:hunter2@localhost/db", err: ErrUnsupported},
-		{dsn: "postgresql://localhost/db", err: ErrUnsupported},
+		{dsn: "postgres://u:hunter2@127.0.0.1:notaport/db", err: store.ErrInvalid},
 		{dsn: "mysql://u:hunter2@h/db", err: ErrUnsupported},
 		{dsn: "", err: ErrUnsupported},
 		{dsn: "whatever", err: ErrUnsupported},
@@ -65,8 +72,100 @@ func TestOpen(t *testing.T) {
 		}
 		s.Close()
 	}
-	_, err := Open(ctx, "postgres://x")
-	if err == nil || !strings.Contains(err.Error(), "postgres backend not built yet") {
-		t.Errorf("postgres error = %v", err)
+}
+
+// TestOpenPostgresUnreachable: a postgres DSN opens store/postgres, so a
+// server that is not there is a connection error (not ErrUnsupported), and
+// the error names the server but not the password.
+func TestOpenPostgresUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, dsn := range []string{
+		"postgres://u:hunter2@127.0.0.1:1/db?sslmode=disable",
+		"postgresql://u:hunter2@127.0.0.1:1/db?sslmode=disable&connect_timeout=5",
+	} {
+		s, err := Open(ctx, dsn)
+		if err == nil {
+			s.Close()
+			t.Errorf("Open(%q) connected to port 1", dsn)
+			continue
+		}
+		if errors.Is(err, ErrUnsupported) || errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Open(%q) err = %v, want a connection error", dsn, err)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "hunter2") {
+			t.Errorf("Open(%q) error leaks the password: %v", dsn, err)
+		}
+		if !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "connect") {
+			t.Errorf("Open(%q) error does not say which server failed: %v", dsn, err)
+		}
+	}
+}
+
+// TestOpenPostgres: with MNEME_TEST_POSTGRES set (always under CI), Open on
+// it returns a working *postgres.Store, in a schema of the test's own; a
+// wrong password is an error that does not contain it.
+func TestOpenPostgres(t *testing.T) {
+	base := os.Getenv("MNEME_TEST_POSTGRES")
+	if base == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but MNEME_TEST_POSTGRES is unset: PostgreSQL tests must run in CI")
+		}
+		t.Skip("MNEME_TEST_POSTGRES is unset (scripts/test starts PostgreSQL and sets it)")
+	}
+	ctx := context.Background()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("MNEME_TEST_POSTGRES does not parse: %v", err)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "mneme_dsn_" + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect to MNEME_TEST_POSTGRES: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	}()
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatalf("Open(MNEME_TEST_POSTGRES): %v", err)
+	}
+	defer s.Close()
+	if _, ok := s.(*postgres.Store); !ok {
+		t.Errorf("Open(MNEME_TEST_POSTGRES) = %T, want *postgres.Store", s)
+	}
+	m := message.NewText(message.User, "hello from dsn")
+	evs, err := s.Append(ctx, "acme", "t", 0, []store.Event{{Kind: store.KindMessage, Message: &m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load(ctx, "acme", "t", 0, 0)
+	if err != nil || len(got) != 1 || got[0].Ref != evs[0].Ref || got[0].Message == nil || got[0].Message.PlainText() != "hello from dsn" {
+		t.Errorf("Load after Append = %+v, %v", got, err)
+	}
+
+	if u.User == nil {
+		t.Fatal("MNEME_TEST_POSTGRES has no user: cannot check a wrong password")
+	}
+	const wrong = "wrong-pw-hunter2"
+	u.User = url.UserPassword(u.User.Username(), wrong)
+	if s, err := Open(ctx, u.String()); err == nil {
+		s.Close()
+		t.Errorf("Open with password %q succeeded: the server does not check passwords, nothing was tested", wrong)
+	} else if strings.Contains(err.Error(), wrong) {
+		t.Errorf("wrong-password error leaks the password: %v", err)
 	}
 }

@@ -143,7 +143,7 @@ func TestDeleteThreadRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutVector(ctx, "acme", evs[0].Ref, []float32{1, 2, 3}); err != nil {
+	if err := s.PutVectors(ctx, "acme", []store.Vector{{Ref: evs[0].Ref, Model: "m", V: []float32{1, 2, 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := s.TryLease(ctx, "acme", "doomed", "compact", "r1", 10e9); err != nil || !ok {

@@ -27,6 +27,12 @@ import (
 //   - refs are unique per tenant, not globally (as in SQLite: a colliding
 //     client-chosen ref tells nothing about another tenant);
 //   - vectors reference their event, so deleting events deletes them.
+//
+// Migration 2 gives vectors the embedder's model (store.Vectors: vectors of
+// different models never meet). Vectors written before it have no model to
+// attribute them to, so they are dropped: the background indexer embeds
+// their events again. (Before it, no caller could write them through
+// store.Vectors.)
 var migrations = []string{
 	1: `
 CREATE TABLE threads (
@@ -103,10 +109,15 @@ CREATE TABLE leases (
 	PRIMARY KEY (tenant, thread, name)
 );
 `,
+	2: `
+DELETE FROM vectors;
+ALTER TABLE vectors ADD COLUMN model text COLLATE "C" NOT NULL;
+CREATE INDEX vectors_by_model ON vectors (tenant, model, dims, thread);
+`,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrate brings the schema (the first schema of the connection's
 // search_path) to SchemaVersion. A session advisory lock, keyed by the

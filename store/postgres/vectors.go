@@ -2,104 +2,168 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 )
 
 // Vectors are message embeddings, one per event ref, stored as real[] with
-// their norm. pgvector is not installed where this was built, so ranking is
-// an exact cosine scan over the tenant's (or thread's) vectors of the
-// query's dimension, computed in SQL so that vectors never cross the wire;
-// where pgvector exists, a vector column and an ANN index can replace the
-// scan behind the same two methods.
+// their model, dimension and norm. pgvector is not installed on the machines
+// this was built on, so ranking is an exact cosine scan over the tenant's
+// vectors of the query's model and dimension (index vectors_by_model),
+// computed in SQL so that vectors never cross the wire; where the pgvector
+// extension exists, a vector column and an ANN index can replace the scan
+// behind the same two methods.
+//
+// A vector references its event (ON DELETE CASCADE, and DeleteThread
+// deletes the thread's vectors first), so it never outlives its thread.
 
-// MaxVectorDims bounds a vector's length.
-const MaxVectorDims = 16000
+var _ store.Vectors = (*Store)(nil)
 
-// VectorHit is one result of SearchVectors, most similar first.
-type VectorHit struct {
-	Thread string  `json:"thread"`
-	Ref    string  `json:"ref"`
-	Seq    int64   `json:"seq"`
-	Score  float64 `json:"score"` // cosine similarity, in [-1, 1]
-}
+// putVector stores one vector if ref names a message event of the tenant:
+// the SELECT finds no row otherwise, and nothing is written.
+const putVector = `INSERT INTO vectors (tenant, ref, thread, seq, model, dims, norm, v)
+	SELECT tenant, ref, thread, seq, $3, $4, $5, $6 FROM events
+	WHERE tenant = $1 AND ref = $2 AND kind = 'message'
+	ON CONFLICT (tenant, ref) DO UPDATE SET
+		model = EXCLUDED.model, dims = EXCLUDED.dims, norm = EXCLUDED.norm, v = EXCLUDED.v`
 
-// norm returns v's Euclidean norm, or an ErrInvalid error when v is empty,
-// too long, not finite or zero.
-func norm(v []float32) (float64, error) {
-	if len(v) == 0 || len(v) > MaxVectorDims {
-		return 0, fmt.Errorf("%w: vector of %d dimensions (want 1 to %d)", store.ErrInvalid, len(v), MaxVectorDims)
-	}
-	var sum float64
-	for _, x := range v {
-		sum += float64(x) * float64(x)
-	}
-	n := math.Sqrt(sum)
-	if n == 0 || math.IsInf(n, 0) || math.IsNaN(n) {
-		return 0, fmt.Errorf("%w: vector is zero or not finite", store.ErrInvalid)
-	}
-	return n, nil
-}
-
-// PutVector stores (or replaces) the embedding of the message event ref of
-// tenant. ErrNotFound if the tenant has no such event. DeleteThread deletes
-// the thread's vectors with its events.
-func (s *Store) PutVector(ctx context.Context, tenant, ref string, v []float32) error {
+// PutVectors implements store.Vectors. The vectors are written in one
+// batch (one round trip, one transaction). A re-embedded event's vector is
+// replaced, whatever its former model.
+func (s *Store) PutVectors(ctx context.Context, tenant string, vs []store.Vector) error {
 	if err := checkTenant(tenant); err != nil {
 		return err
 	}
-	n, err := norm(v)
-	if err != nil {
-		return err
+	for _, v := range vs {
+		if err := store.CheckVector(v); err != nil {
+			return err
+		}
+		if !storable(v.Model) {
+			return fmt.Errorf("%w: vector model has a NUL byte or is not UTF-8", store.ErrInvalid)
+		}
 	}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO vectors (tenant, ref, thread, seq, dims, norm, v)
-		SELECT tenant, ref, thread, seq, $3, $4, $5 FROM events WHERE tenant = $1 AND ref = $2
-		ON CONFLICT (tenant, ref) DO UPDATE SET dims = EXCLUDED.dims, norm = EXCLUDED.norm, v = EXCLUDED.v`,
-		tenant, ref, len(v), n, v)
-	if err != nil {
-		return dbErr("put vector", err)
+	batch := func() *pgx.Batch {
+		b := &pgx.Batch{}
+		for _, v := range vs {
+			if storable(v.Ref) { // otherwise no event's ref is v.Ref
+				b.Queue(putVector, tenant, v.Ref, v.Model, len(v.V), norm(v.V), v.V)
+			}
+		}
+		return b
 	}
-	if tag.RowsAffected() == 0 {
-		return store.ErrNotFound
+	// A thread deleted between the SELECT and the foreign key check fails
+	// the batch; run it again, and the deleted events are simply skipped.
+	for attempt := 0; ; attempt++ {
+		b := batch()
+		if b.Len() == 0 {
+			return nil
+		}
+		err := s.pool.SendBatch(ctx, b).Close()
+		var pe *pgconn.PgError
+		if err != nil && attempt < 3 && errors.As(err, &pe) && pe.Code == "23503" {
+			continue
+		}
+		if err != nil {
+			return dbErr("put vectors", err)
+		}
+		return nil
 	}
-	return nil
 }
 
-// SearchVectors returns the k vectors of tenant most similar to q by
-// cosine (thread "" searches all the tenant's threads). Only vectors of q's
-// dimension are compared. k <= 0 means 10.
-func (s *Store) SearchVectors(ctx context.Context, tenant, thread string, q []float32, k int) ([]VectorHit, error) {
-	if err := checkTenant(tenant); err != nil {
+// SearchVectors implements store.Vectors: an exact cosine scan of the
+// tenant's vectors of the query's model and dimension, joined with their
+// events for the filters and the hit's fields.
+func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.VectorQuery) ([]store.Hit, error) {
+	if err := store.CheckVectorQuery(tenant, q); err != nil {
 		return nil, err
 	}
-	qn, err := norm(q)
-	if err != nil {
-		return nil, err
+	if !storable(q.Model) {
+		return nil, nil // no stored vector has this model
 	}
-	if k <= 0 {
-		k = 10
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 10
 	}
-	k = min(k, maxLimit)
-	rows, err := s.pool.Query(ctx, `SELECT thread, ref, seq,
-			(SELECT sum(a::float8 * b::float8) FROM unnest(v, $3::real[]) AS t(a, b)) / (norm * $4) AS score
-		FROM vectors WHERE tenant = $1 AND ($2 = '' OR thread = $2) AND dims = $5
-		ORDER BY score DESC, thread, seq LIMIT $6`, tenant, thread, q, qn, len(q), k)
+	limit = min(limit, store.MaxVectorLimit)
+
+	args := []any{tenant, q.Model, len(q.V), q.V, norm(q.V)}
+	where := []string{"v.tenant = $1", "v.model = $2", "v.dims = $3"}
+	add := func(cond string, x any) {
+		args = append(args, x)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if q.Thread != "" {
+		add("v.thread = $%d", q.Thread)
+	}
+	if q.Role != "" {
+		add("e.role = $%d", string(q.Role))
+	}
+	if q.Tool != "" {
+		add("e.tool = $%d", q.Tool)
+	}
+	if q.FromSeq > 0 {
+		add("v.seq >= $%d", q.FromSeq)
+	}
+	if q.ToSeq > 0 {
+		add("v.seq <= $%d", q.ToSeq)
+	}
+	if !q.Since.IsZero() {
+		add("e.at >= $%d", nanos(q.Since))
+	}
+	if !q.Until.IsZero() {
+		add("e.at <= $%d", nanos(q.Until))
+	}
+	args = append(args, limit)
+	sqlText := `SELECT v.thread, v.ref, v.seq, e.role, e.tool, e.at,
+			(SELECT sum(a::float8 * b::float8) FROM unnest(v.v, $4::real[]) AS t(a, b)) / (v.norm * $5) AS score
+		FROM vectors v JOIN events e ON e.tenant = v.tenant AND e.ref = v.ref
+		WHERE ` + strings.Join(where, " AND ") + fmt.Sprintf(`
+		ORDER BY score DESC, v.thread, v.seq LIMIT $%d`, len(args))
+	rows, err := s.pool.Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, dbErr("search vectors", err)
 	}
 	defer rows.Close()
-	var out []VectorHit
+	var hits []store.Hit
 	for rows.Next() {
-		var h VectorHit
-		if err := rows.Scan(&h.Thread, &h.Ref, &h.Seq, &h.Score); err != nil {
+		var (
+			h          store.Hit
+			role, tool *string
+			at         int64
+		)
+		if err := rows.Scan(&h.Thread, &h.Ref, &h.Seq, &role, &tool, &at, &h.Score); err != nil {
 			return nil, dbErr("search vectors", err)
 		}
-		out = append(out, h)
+		h.Role, h.Tool, h.At = message.Role(deref(role)), deref(tool), fromNanos(at)
+		h.Score = max(-1, min(1, h.Score)) // rounding may step just past ±1
+		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, dbErr("search vectors", err)
 	}
-	return out, nil
+	return hits, nil
+}
+
+// norm is v's Euclidean norm, in float64 as the SQL sum is; CheckVector
+// has made sure that v is finite and not zero.
+func norm(v []float32) float64 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	return math.Sqrt(sum)
+}
+
+// storable reports whether PostgreSQL text can hold s.
+func storable(s string) bool {
+	return utf8.ValidString(s) && !strings.Contains(s, "\x00")
 }
