@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/mnemehq/mneme/store"
@@ -50,14 +51,24 @@ func Open(ctx context.Context, dsn string) (store.Store, error) {
 // redact hides a password in a URL-shaped DSN before it reaches an error
 // message.
 func redact(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" || u.Opaque != "" && strings.Contains(dsn, "=") {
+		// Not a URL (a keyword DSN such as "host=h password=p"): echo
+		// nothing of it.
+		if strings.Contains(dsn, "=") || strings.Contains(dsn, "@") {
+			return "(a DSN of an unknown form)"
+		}
 		return dsn
 	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		if user, _, hasPw := strings.Cut(rest[:at], ":"); hasPw {
-			return scheme + "://" + user + ":xxxxx" + rest[at:]
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword") {
+			q.Set(k, "xxxxx")
 		}
 	}
-	return dsn
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -169,3 +169,23 @@ func TestOpenPostgres(t *testing.T) {
 		t.Errorf("wrong-password error leaks the password: %v", err)
 	}
 }
+
+// No form of DSN puts its password into an error.
+func TestErrorsNeverShowPasswords(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range []string{
+		"postgres://u:hunter2@127.0.0.1:1/db",
+		"postgres://u@127.0.0.1:1/db?password=hunter2",
+		"postgresql://u@127.0.0.1:1/db?sslmode=disable&PASSWORD=hunter2",
+		"host=127.0.0.1 port=1 password=hunter2",
+		"mysql://u:hunter2@h/db",
+	} {
+		_, err := Open(ctx, d)
+		if err == nil {
+			t.Fatalf("%s: opened", d)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: error shows the password: %v", d, err)
+		}
+	}
+}
