@@ -69,11 +69,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 		writeError(w, api, http.StatusBadRequest, "could not read the request body: "+err.Error())
 		return
 	}
-	if !json.Valid(body) {
-		writeError(w, api, http.StatusBadRequest, "the request body is not valid JSON")
-		return
-	}
-	req, err := parseObject(body)
+	req, err := parseRequest(body)
 	if err != nil {
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return
@@ -122,6 +118,62 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 	p.log.Info("proxy", "api", api, "tenant", tenant, "thread", s.id, "status", status,
 		"window_tokens", win.Usage.Total, "budget", win.Usage.Budget, "compacted", win.Usage.Step,
 		"recall_rounds", x.rounds, "ms", time.Since(start).Milliseconds())
+}
+
+var errInvalidJSON = errors.New("the request body is not valid JSON")
+
+// parseRequest splits a request body into its fields. The message codecs
+// validate the conversation as they decode it, so only the other fields
+// are checked here: the body is read once, not twice.
+func parseRequest(body []byte) (*object, error) {
+	i := skipWS(body, 0)
+	if i < len(body) && body[i] != '{' {
+		if !json.Valid(body) {
+			return nil, errInvalidJSON
+		}
+		return nil, errNotObject
+	}
+	if !structurallyClosed(body) {
+		return nil, errInvalidJSON
+	}
+	req, err := parseObject(body)
+	if err != nil {
+		return nil, errInvalidJSON
+	}
+	for _, f := range req.fields {
+		switch f.key {
+		case "messages", "system":
+			continue // the codecs check these
+		}
+		if !json.Valid(f.val) {
+			return nil, errInvalidJSON
+		}
+	}
+	return req, nil
+}
+
+// structurallyClosed reports whether the body's brackets and strings
+// balance, so that parseObject finds its fields where they are.
+func structurallyClosed(b []byte) bool {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			end := skipString(b, i)
+			if end > len(b) || b[end-1] != '"' || end-1 == i {
+				return false
+			}
+			i = end - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth < 0 {
+				return false
+			}
+		}
+	}
+	return depth == 0
 }
 
 // engineError answers an error of the engine: what the client can fix is

@@ -21,8 +21,9 @@ type objField struct {
 
 var errNotObject = errors.New("the request body must be a JSON object")
 
-// parseObject splits a JSON object into its fields. The input must already
-// be valid JSON (json.Valid): this only finds the boundaries.
+// parseObject splits a JSON object into its fields. It checks the object's
+// own syntax (keys, colons, commas) but not the values': the caller
+// validates those (json.Valid, or the message codecs).
 func parseObject(b []byte) (*object, error) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -34,6 +35,9 @@ func parseObject(b []byte) (*object, error) {
 		return o, nil
 	}
 	for i < len(b) {
+		if b[i] != '"' {
+			return nil, errNotObject
+		}
 		start, end := i, skipString(b, i)
 		key, err := strconv.Unquote(string(b[i:end]))
 		if err != nil {
@@ -43,14 +47,26 @@ func parseObject(b []byte) (*object, error) {
 			}
 		}
 		i = skipWS(b, end)
-		i = skipWS(b, i+1) // ':'
+		if i >= len(b) || b[i] != ':' {
+			return nil, errNotObject
+		}
+		i = skipWS(b, i+1)
 		vend := skipValue(b, i)
+		if vend == i {
+			return nil, errNotObject
+		}
 		o.fields = append(o.fields, objField{key: key, rawKey: b[start:end], val: b[i:vend]})
 		i = skipWS(b, vend)
 		if i < len(b) && b[i] == '}' {
+			if skipWS(b, i+1) != len(b) {
+				return nil, errNotObject // something after the object
+			}
 			return o, nil
 		}
-		i = skipWS(b, i+1) // ','
+		if i >= len(b) || b[i] != ',' {
+			return nil, errNotObject
+		}
+		i = skipWS(b, i+1)
 	}
 	return nil, errNotObject
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/server"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/dsn"
 	"github.com/mnemehq/mneme/store/memory"
 )
 
@@ -35,6 +36,7 @@ type harness struct {
 }
 
 type harnessOpts struct {
+	dsn      string // a store DSN; default an in-memory store
 	keys     map[string]string
 	budget   int
 	llmOpts  []fakellm.Option
@@ -58,7 +60,13 @@ func startServer(t testing.TB, o harnessOpts) *harness {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	llm := fakellm.Start(o.llmOpts...)
-	st := memory.New()
+	var st store.Store = memory.New()
+	if o.dsn != "" {
+		var err error
+		if st, err = dsn.Open(context.Background(), o.dsn); err != nil {
+			t.Fatal(err)
+		}
+	}
 	pol := testPolicy(o.budget)
 	m, err := mneme.Open(context.Background(), mneme.Config{Store: st, Policy: &pol, Logger: quiet})
 	if err != nil {
@@ -95,6 +103,7 @@ func (h *harness) close() {
 	h.stop = nil
 	<-h.done
 	h.m.Close()
+	h.st.Close()
 	h.llm.Close()
 }
 

@@ -362,6 +362,7 @@ func TestGracefulShutdownFinishesStreams(t *testing.T) {
 		t.Errorf("log after shutdown %v", got)
 	}
 	h.m.Close()
+	h.st.Close()
 	h.llm.Close()
 }
 

@@ -218,4 +218,3 @@ func keys(m map[string]bool) []string {
 	}
 	return out
 }
-

@@ -401,7 +401,9 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 		}
 		fmt.Fprintf(stdout, "\nStill serving on %s (Ctrl-C to stop). Try:\n", base)
 		fmt.Fprintf(stdout, "  curl -s %s/v1/chat/completions -H 'X-Mneme-Thread: %s' -d '{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}'\n", base, "try-me")
-		fmt.Fprintf(stdout, "  mneme export --store %s %s | head\n", o.store, demo.thread)
+		if !strings.HasPrefix(o.store, "memory:") && o.demoTurns > 0 {
+			fmt.Fprintf(stdout, "  mneme export --store %s %s | head\n", o.store, demo.thread)
+		}
 	} else {
 		fmt.Fprintf(stderr, "mneme serve: listening on %s (OpenAI base URL %s/v1, Anthropic base URL %s)\n", base, base, base)
 	}

@@ -1,0 +1,161 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/mnemehq/mneme/message"
+)
+
+func TestParseRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		ok   bool
+	}{
+		{"object", `{"model":"x","messages":[{"role":"user","content":"hi"}],"n":1}`, true},
+		{"spaces and escapes", " {\n \"mo\\u0064el\" : \"x\" , \"a\":[1,{\"b\":\"}\"}] } \n", true},
+		{"empty", `{}`, true},
+		{"array", `[1]`, false},
+		{"truncated", `{"model":"x","messages":[`, false},
+		{"missing comma", `{"a":1 "b":2}`, false},
+		{"missing colon", `{"a" 1}`, false},
+		{"bad value", `{"a":tru,"messages":[]}`, false},
+		{"trailing garbage", `{"a":1}x`, false},
+		{"unterminated string", `{"a":"x}`, false},
+		{"not json", `hello`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseRequest([]byte(tc.body))
+			if (err == nil) != tc.ok {
+				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
+			}
+			if err == nil && !json.Valid(o.bytes()) {
+				t.Errorf("rewritten body is not valid JSON: %s", o.bytes())
+			}
+		})
+	}
+}
+
+// FuzzParseRequest: whatever parseRequest accepts, once its messages and
+// system are valid JSON too (the codecs' job), is valid JSON, and it
+// accepts every valid JSON object; the rewritten body keeps every field.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{`{"model":"x","messages":[]}`, `{"a":"\"}","b":[{},[]]}`, `{"a" 1}`, `{"a":1}}`, `{}`, `[]`, `"x"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := parseRequest(b)
+		valid := json.Valid(b)
+		var probe any
+		isObject := valid && json.Unmarshal(b, &probe) == nil
+		if _, ok := probe.(map[string]any); isObject && ok && err != nil {
+			t.Fatalf("valid object rejected: %v: %q", err, b)
+		}
+		if err != nil {
+			return
+		}
+		if !json.Valid(o.get("messages")) && o.get("messages") != nil || !json.Valid(o.get("system")) && o.get("system") != nil {
+			return
+		}
+		if !valid {
+			t.Fatalf("accepted invalid JSON %q", b)
+		}
+		var a, c map[string]json.RawMessage
+		if json.Unmarshal(b, &a) != nil || json.Unmarshal(o.bytes(), &c) != nil || len(a) != len(c) {
+			t.Fatalf("rewritten %q as %q", b, o.bytes())
+		}
+	})
+}
+
+func TestObjectSetKeepsOrder(t *testing.T) {
+	o, err := parseObject([]byte(`{"model":"m","messages":[1],"tools":[{"x":1}],"z":null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.set("messages", []byte(`[2]`))
+	o.set("tools", withRecallTools(o.get("tools"), OpenAI))
+	o.del("z")
+	o.set("new", []byte(`true`))
+	got := string(o.bytes())
+	if !strings.HasPrefix(got, `{"model":"m","messages":[2],"tools":[{"x":1},{"type":"function","function":{"name":"mneme_search"`) || !strings.HasSuffix(got, `,"new":true}`) {
+		t.Errorf("got %s", got)
+	}
+	if !json.Valid([]byte(got)) {
+		t.Errorf("invalid %s", got)
+	}
+}
+
+func msgs(spec ...string) []message.Message {
+	var out []message.Message
+	for i := 0; i+1 < len(spec); i += 2 {
+		role := message.Role(spec[i])
+		switch {
+		case strings.HasPrefix(spec[i+1], "call:"):
+			out = append(out, message.NewToolCalls("", message.Part{ToolCallID: "c", ToolName: spec[i+1][5:], Arguments: `{"a": 1}`}))
+		case role == message.Tool:
+			out = append(out, message.NewToolResult("c", spec[i+1]))
+		default:
+			out = append(out, message.NewText(role, spec[i+1]))
+		}
+	}
+	return out
+}
+
+// TestUnitsCompareMeaning: the dedup compares what a message means, not
+// how the client's SDK spelled it, and reads the recall rounds the client
+// never saw out of the log.
+func TestUnitsCompareMeaning(t *testing.T) {
+	split := message.Message{Role: message.Assistant, Parts: []message.Part{{Type: message.Text, Text: "Hel"}, {Type: message.Text, Text: "lo"}}}
+	hidden := message.NewToolResult("r", "search results")
+	hidden.Meta = map[string]string{MetaRecall: "true"}
+	spaced := message.NewToolCalls("", message.Part{ToolCallID: "c", ToolName: "read_file", Arguments: "{\n  \"a\": 1\n}"})
+	tests := []struct {
+		name      string
+		log, sent []message.Message
+		same      bool
+	}{
+		{"identical", msgs("user", "hi", "assistant", "Hello"), msgs("user", "hi", "assistant", "Hello"), true},
+		{"text split in parts", append(msgs("user", "hi"), split), msgs("user", "hi", "assistant", "Hello"), true},
+		{"assistant run read as one", append(msgs("user", "hi", "assistant", "Hel"), append([]message.Message{hidden}, msgs("assistant", "lo")...)...), msgs("user", "hi", "assistant", "Hello"), true},
+		{"recall call hidden", append(msgs("user", "hi", "assistant", "call:mneme_search"), hidden), msgs("user", "hi"), true},
+		{"argument spacing", append(msgs("user", "hi"), spaced), msgs("user", "hi", "assistant", "call:read_file"), true},
+		{"edited text", msgs("user", "hi"), msgs("user", "hey"), false},
+		{"different role", msgs("user", "hi"), msgs("system", "hi"), false},
+		{"different tool", msgs("user", "hi", "assistant", "call:grep"), msgs("user", "hi", "assistant", "call:read_file"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b unitBuilder
+			for i := range tc.log {
+				b.add(&tc.log[i], int64(i+1))
+			}
+			a, c := b.result(), requestUnits(tc.sent)
+			same := len(a) == len(c)
+			for i := 0; same && i < len(a); i++ {
+				same = a[i].h == c[i].h
+			}
+			if same != tc.same {
+				t.Errorf("same = %v, want %v (%d vs %d units)", same, tc.same, len(a), len(c))
+			}
+		})
+	}
+}
+
+func TestDeriveThreadID(t *testing.T) {
+	a := DeriveThreadID("t", msgs("system", "S", "user", "goal", "assistant", "x"))
+	if b := DeriveThreadID("t", msgs("system", "S", "user", "goal", "assistant", "y", "user", "more")); a != b {
+		t.Error("the id depends on more than the first system and user message")
+	}
+	for _, other := range []string{
+		DeriveThreadID("u", msgs("system", "S", "user", "goal")),
+		DeriveThreadID("t", msgs("system", "S2", "user", "goal")),
+		DeriveThreadID("t", msgs("system", "S", "user", "goal2")),
+	} {
+		if other == a {
+			t.Error("two different runs share an id")
+		}
+	}
+}

@@ -1,0 +1,215 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mnemehq/mneme/proxy"
+)
+
+// The proxy's overhead, side by side with direct calls to the same fake
+// upstream. The workload is an agent's: each conversation starts with a
+// 48-message tool-heavy history and goes on for cycleTurns turns, the
+// client resending its whole history every time (requests of 49 to 67
+// messages; the first of each cycle is a new thread whose 48 messages are
+// all appended). Direct and proxied requests carry the same bodies.
+//
+//	go test ./server/ -run '^$' -bench Proxy -benchtime 2000x
+
+const cycleTurns = 10
+
+// conversation is one client's resend history.
+type conversation struct {
+	msgs   []map[string]any
+	thread string
+	turn   int
+}
+
+func baseHistory() []map[string]any {
+	h := []map[string]any{
+		{"role": "system", "content": "You are a coding agent working in a Go repository."},
+		{"role": "user", "content": "Fix ticket INV-4401 in src/shop/checkout.go."},
+	}
+	for i := 0; len(h) < 48; i++ {
+		id := fmt.Sprintf("call_%d", i)
+		tool := []string{"read_file", "grep", "run_tests"}[i%3]
+		h = append(h,
+			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": tool, "arguments": fmt.Sprintf(`{"arg":"x%d"}`, i)}}}},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": toolOutput(tool, i%20)},
+		)
+	}
+	return h
+}
+
+var cycleSeq atomic.Int64
+
+// next returns the body of the conversation's next request, starting a
+// new cycle (and thread) every cycleTurns turns.
+func (c *conversation) next() []byte {
+	if c.turn%cycleTurns == 0 {
+		c.msgs = append(baseHistory(), map[string]any{"role": "user", "content": "Go on."})
+		c.thread = fmt.Sprintf("bench-%d", cycleSeq.Add(1))
+	}
+	c.turn++
+	b, _ := json.Marshal(map[string]any{"model": "gpt-4o-mini", "messages": c.msgs})
+	return b
+}
+
+// reply records the answer the client got and adds a new user message.
+func (c *conversation) reply(body []byte) error {
+	var cc struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &cc); err != nil || len(cc.Choices) == 0 {
+		return fmt.Errorf("bad reply %q: %v", body, err)
+	}
+	c.msgs = append(c.msgs,
+		map[string]any{"role": "assistant", "content": cc.Choices[0].Message.Content},
+		map[string]any{"role": "user", "content": fmt.Sprintf("Next, turn %d.", c.turn)})
+	return nil
+}
+
+var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+
+func do(url, thread string, body []byte) ([]byte, time.Duration, error) {
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if thread != "" {
+		req.Header.Set(proxy.HeaderThread, thread)
+	}
+	start := time.Now()
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if err == nil && resp.StatusCode != 200 {
+		err = fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	return b, d, err
+}
+
+func percentile(ds []time.Duration, p float64) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds())
+}
+
+func benchStores(b *testing.B) []struct{ name, dsn string } {
+	return []struct{ name, dsn string }{
+		{"memory", ""},
+		{"sqlite", "sqlite:" + filepath.Join(b.TempDir(), "bench.db")},
+	}
+}
+
+// BenchmarkProxyLatency alternates one direct and one proxied request of
+// the same body, one client, and reports both latencies' p50 and p99, the
+// overhead at p50 and the ratios.
+func BenchmarkProxyLatency(b *testing.B) {
+	for _, st := range benchStores(b) {
+		b.Run(st.name, func(b *testing.B) {
+			h := startServer(b, harnessOpts{budget: 64000, dsn: st.dsn})
+			direct, proxied := h.llm.URL()+"/v1/chat/completions", h.url+"/v1/chat/completions"
+			var dd, dp []time.Duration
+			var conv conversation
+			msgs := 0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				body := conv.next()
+				msgs += len(conv.msgs)
+				if _, d, err := do(direct, "", body); err != nil {
+					b.Fatal(err)
+				} else {
+					dd = append(dd, d)
+				}
+				rb, d, err := do(proxied, conv.thread, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				dp = append(dp, d)
+				if err := conv.reply(rb); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			d50, p50 := percentile(dd, 0.5), percentile(dp, 0.5)
+			d99, p99 := percentile(dd, 0.99), percentile(dp, 0.99)
+			b.ReportMetric(d50, "direct-p50-µs")
+			b.ReportMetric(p50, "mneme-p50-µs")
+			b.ReportMetric(d99, "direct-p99-µs")
+			b.ReportMetric(p99, "mneme-p99-µs")
+			b.ReportMetric(p50-d50, "overhead-p50-µs")
+			b.ReportMetric(p50/d50, "p50-ratio")
+			b.ReportMetric(p99/d99, "p99-ratio")
+			b.ReportMetric(float64(msgs)/float64(b.N), "msgs/req")
+		})
+	}
+}
+
+// BenchmarkProxyThroughput runs 32 concurrent clients, each its own
+// conversation, first straight to the upstream then through the proxy,
+// b.N requests each way, and reports requests per second and their ratio.
+func BenchmarkProxyThroughput(b *testing.B) {
+	const clients = 32
+	for _, st := range benchStores(b) {
+		b.Run(st.name, func(b *testing.B) {
+			h := startServer(b, harnessOpts{budget: 64000, dsn: st.dsn})
+			run := func(url string, viaProxy bool) float64 {
+				var left atomic.Int64
+				left.Store(int64(b.N))
+				var wg sync.WaitGroup
+				var failed atomic.Value
+				start := time.Now()
+				for c := 0; c < clients; c++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						var conv conversation
+						for left.Add(-1) >= 0 {
+							body := conv.next()
+							thread := ""
+							if viaProxy {
+								thread = conv.thread
+							}
+							rb, _, err := do(url, thread, body)
+							if err == nil {
+								err = conv.reply(rb)
+							}
+							if err != nil {
+								failed.Store(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				if err, _ := failed.Load().(error); err != nil {
+					b.Fatal(err)
+				}
+				return float64(b.N) / time.Since(start).Seconds()
+			}
+			b.ResetTimer()
+			direct := run(h.llm.URL()+"/v1/chat/completions", false)
+			proxied := run(h.url+"/v1/chat/completions", true)
+			b.StopTimer()
+			b.ReportMetric(direct, "direct-req/s")
+			b.ReportMetric(proxied, "mneme-req/s")
+			b.ReportMetric(proxied/direct, "throughput-ratio")
+		})
+	}
+}
