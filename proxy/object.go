@@ -32,6 +32,9 @@ func parseObject(b []byte) (*object, error) {
 	o := &object{fields: make([]objField, 0, 16)}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
+		if skipWS(b, i+1) != len(b) {
+			return nil, errNotObject
+		}
 		return o, nil
 	}
 	for i < len(b) {
