@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mnemehq/mneme"
@@ -247,9 +248,10 @@ func (x *exchange) run(ctx context.Context, stream bool) int {
 			passThrough(x.w, resp)
 			return resp.StatusCode
 		}
-		if stream {
+		if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 			return x.relay(ctx, resp)
 		}
+		// Not a stream (an upstream that ignored "stream"): read it whole.
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
