@@ -121,7 +121,7 @@ func New(cfg Config) (*Proxy, error) {
 		t.ResponseHeaderTimeout = p.cfg.UpstreamTimeout
 		p.client = &http.Client{Transport: t}
 	}
-	p.recall = recaller{store: p.store}
+	p.recall = recaller{h: p.m.RecallHandler()}
 	p.forward = &httputil.ReverseProxy{
 		Rewrite:       p.rewriteForward,
 		Transport:     p.client.Transport,

@@ -13,8 +13,9 @@ import (
 // Unit is what Read's offset and limit count.
 type Unit string
 
-// Read units. A message is read by lines unless it is a single line, or
-// has a line longer than MaxPageBytes: then by bytes, so that any payload,
+// Read units. A message is read by lines unless it is a single line longer
+// than DefaultReadBytes, or has a line longer than MaxPageBytes: then by
+// bytes, so that any payload,
 // a one-line JSON document included, can be paged through and reassembled
 // exactly.
 const (
@@ -85,6 +86,11 @@ func Read(ctx context.Context, log store.Log, tenant, thread, ref string, offset
 
 func unitOf(text string) Unit {
 	if !strings.Contains(text, "\n") {
+		// A short one-liner is one line: offset 1 reads it whole, as a
+		// model that thinks in lines expects.
+		if len(text) <= DefaultReadBytes {
+			return Lines
+		}
 		return Bytes
 	}
 	for line := range strings.SplitSeq(text, "\n") {

@@ -73,7 +73,7 @@ func TestReadPagesReassemble(t *testing.T) {
 		{"one-line JSON by bytes", oneLine.String(), 5000, recall.Bytes, 20},
 		{"line count given for a one-line payload", oneLine.String(), 200, recall.Bytes, 100},
 		{"a line longer than a page", longLine.String(), 0, recall.Bytes, 10},
-		{"short", "just this", 0, recall.Bytes, 1},
+		{"short one-liner is one line", "just this", 0, recall.Lines, 1},
 		{"empty lines kept", "\n\na\n\n", 2, recall.Lines, 3},
 	}
 	backends(t, func(t *testing.T, s store.Store) {

@@ -221,7 +221,7 @@ func TestServerSideRecall(t *testing.T) {
 				if text, calls = chat.ask(t, "Read the goal again."); text != "Read it." || len(calls) != 0 {
 					t.Errorf("after read: %q %v", text, calls)
 				}
-				if body := lastUpstreamText(t, h); !strings.Contains(body, "lines 1-1 of 1 total") || !strings.Contains(body, "Fix ticket INV-4401") {
+				if body := lastUpstreamText(t, h); !strings.Contains(body, "lines 1-1 of 1 (43 bytes)") || !strings.Contains(body, "Fix ticket INV-4401") {
 					t.Errorf("the read result is not in the next call: %s", body)
 				}
 
