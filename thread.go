@@ -215,10 +215,14 @@ func (t *Thread) Append(ctx context.Context, msgs ...message.Message) ([]store.E
 		return nil, err
 	}
 	defer ts.mu.Unlock()
-	return t.appendLocked(ctx, ts, msgs)
+	return t.appendLocked(ctx, ts, msgs, false)
 }
 
-func (t *Thread) appendLocked(ctx context.Context, ts *threadState, msgs []message.Message) ([]store.Event, error) {
+// appendLocked appends msgs after the state's last seq. strict refuses to
+// move: when another writer appended meanwhile it returns store.ErrConflict
+// instead of appending after the new tail (the caller decided what to
+// append from the log as it was).
+func (t *Thread) appendLocked(ctx context.Context, ts *threadState, msgs []message.Message, strict bool) ([]store.Event, error) {
 	evs := make([]store.Event, len(msgs))
 	at := now()
 	for i := range msgs {
@@ -229,7 +233,11 @@ func (t *Thread) appendLocked(ctx context.Context, ts *threadState, msgs []messa
 		ref := store.NewRef()
 		evs[i] = store.Event{Kind: store.KindMessage, At: m.Time, Ref: ref, Message: &m, Tokens: ts.sz.Message(ref, m)}
 	}
-	stored, err := t.appendEvents(ctx, ts, evs, nil)
+	var replan func() ([]store.Event, error)
+	if strict {
+		replan = func() ([]store.Event, error) { return nil, store.ErrConflict }
+	}
+	stored, err := t.appendEvents(ctx, ts, evs, replan)
 	if err == nil {
 		t.m.index(t.tenant, stored)
 	}
@@ -376,6 +384,20 @@ func (t *Thread) Window(ctx context.Context, opts WindowOptions) (*window.Window
 // AppendWindow appends msgs and returns the window in one call, under one
 // lock: what the proxy does per request.
 func (t *Thread) AppendWindow(ctx context.Context, msgs []message.Message, opts WindowOptions) ([]store.Event, *window.Window, error) {
+	return t.appendWindow(ctx, -1, msgs, opts)
+}
+
+// AppendWindowAt is AppendWindow for a caller that chose msgs by comparing
+// a history with the log up to seq after (the proxy's resend dedup): if the
+// log has moved past after, in this process or another, nothing is appended
+// and the error is store.ErrConflict, so the caller compares again. Two
+// replicas receiving the same resent history thus append its new suffix
+// once.
+func (t *Thread) AppendWindowAt(ctx context.Context, after int64, msgs []message.Message, opts WindowOptions) ([]store.Event, *window.Window, error) {
+	return t.appendWindow(ctx, after, msgs, opts)
+}
+
+func (t *Thread) appendWindow(ctx context.Context, after int64, msgs []message.Message, opts WindowOptions) ([]store.Event, *window.Window, error) {
 	if err := validate(msgs); err != nil {
 		return nil, nil, err
 	}
@@ -384,9 +406,12 @@ func (t *Thread) AppendWindow(ctx context.Context, msgs []message.Message, opts 
 		return nil, nil, err
 	}
 	defer ts.mu.Unlock()
+	if after >= 0 && ts.st.LastSeq() != after {
+		return nil, nil, store.ErrConflict
+	}
 	var stored []store.Event
 	if len(msgs) > 0 {
-		if stored, err = t.appendLocked(ctx, ts, msgs); err != nil {
+		if stored, err = t.appendLocked(ctx, ts, msgs, after >= 0); err != nil {
 			return nil, nil, err
 		}
 	}

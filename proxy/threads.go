@@ -317,8 +317,12 @@ type session struct {
 	forkedFrom string
 }
 
-// maxForkDepth bounds how many forks one request may walk through.
-const maxForkDepth = 16
+// maxForkDepth bounds how many forks one request may walk through;
+// maxConflicts how often it compares again after a concurrent append.
+const (
+	maxForkDepth = 16
+	maxConflicts = 50
+)
 
 var errForkDepth = errors.New("proxy: history forks too deep")
 
@@ -333,6 +337,7 @@ func (p *Proxy) open(ctx context.Context, tenant, id, mode string, msgs []messag
 		return s, w, err
 	}
 	in := requestUnits(msgs)
+	conflicts := 0
 	for depth := 0; ; depth++ {
 		if depth > maxForkDepth {
 			return nil, nil, errForkDepth
@@ -359,8 +364,15 @@ func (p *Proxy) open(ctx context.Context, tenant, id, mode string, msgs []messag
 				fresh = msgs[in[k-1].last+1:]
 			}
 			s.thread = p.m.Thread(tenant, s.id)
-			_, w, err := s.thread.AppendWindow(ctx, fresh, opts)
+			_, w, err := s.thread.AppendWindowAt(ctx, lu.lastSeq, fresh, opts)
 			lu.mu.Unlock()
+			if errors.Is(err, store.ErrConflict) && conflicts < maxConflicts {
+				// Another writer (a replica) moved the log since it was
+				// compared: compare again, so a resent suffix lands once.
+				conflicts++
+				depth--
+				continue
+			}
 			return s, w, err
 		}
 		// The history differs from the log: continue in the fork.
