@@ -179,6 +179,8 @@ func catalogueLine(b *strings.Builder, turns [][]*Item) {
 	first, last := turns[0][0], turns[len(turns)-1][len(turns[len(turns)-1])-1]
 	preview, ref := "", first.Ref
 	counts := map[string]int{}
+	results := map[string][]string{} // tool -> refs of its results
+	names := map[string]string{}     // call id -> tool
 	var order []string
 	for _, turn := range turns {
 		for _, it := range turn {
@@ -188,11 +190,21 @@ func catalogueLine(b *strings.Builder, turns [][]*Item) {
 					ref = it.Ref
 				}
 			}
-			for _, c := range it.Msg.ToolCalls() {
-				if counts[c.ToolName] == 0 {
-					order = append(order, c.ToolName)
+			for _, p := range it.Msg.Parts {
+				switch p.Type {
+				case message.ToolCall:
+					if counts[p.ToolName] == 0 {
+						order = append(order, p.ToolName)
+					}
+					counts[p.ToolName]++
+					names[p.ToolCallID] = p.ToolName
+				case message.ToolResult:
+					if t, ok := names[p.ToolCallID]; ok {
+						if rs := results[t]; len(rs) == 0 || rs[len(rs)-1] != it.Ref {
+							results[t] = append(rs, it.Ref)
+						}
+					}
 				}
-				counts[c.ToolName]++
 			}
 		}
 	}
@@ -205,16 +217,31 @@ func catalogueLine(b *strings.Builder, turns [][]*Item) {
 	}
 	fmt.Fprintf(b, "%s %s", ref, preview)
 	if len(order) > 0 {
+		// Each tool with the refs of its results (the first few), so that
+		// mneme_read reaches a result straight from its catalogue line.
 		b.WriteString("; tools:")
-		for _, t := range order {
+		for i, t := range order {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(b, " %s", t)
 			if counts[t] > 1 {
-				fmt.Fprintf(b, " %s×%d", t, counts[t])
-			} else {
-				fmt.Fprintf(b, " %s", t)
+				fmt.Fprintf(b, "×%d", counts[t])
+			}
+			if rs := results[t]; len(rs) > 0 {
+				shown := rs[:min(len(rs), maxCatalogueRefs)]
+				b.WriteString(" (" + strings.Join(shown, " "))
+				if len(rs) > len(shown) {
+					fmt.Fprintf(b, " +%d", len(rs)-len(shown))
+				}
+				b.WriteByte(')')
 			}
 		}
 	}
 }
+
+// maxCatalogueRefs: result refs named per tool on one catalogue line.
+const maxCatalogueRefs = 3
 
 // UnavailableResult is the text of a synthetic result for a dangling call.
 const UnavailableResult = "[mneme: the result of this tool call is unavailable]"
