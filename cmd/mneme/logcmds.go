@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -142,5 +141,3 @@ func importCmd() *cobra.Command {
 	c.Flags().BoolVar(&keepRefs, "keep-refs", false, "keep the refs of the export (only into another store: refs are unique per tenant)")
 	return c
 }
-
-func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

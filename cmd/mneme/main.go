@@ -48,7 +48,7 @@ or postgres://USER:PASS@HOST/DB.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(threadsCmd(), exportCmd(), importCmd(), demoCmd())
+	root.AddCommand(threadsCmd(), exportCmd(), importCmd())
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}
