@@ -400,6 +400,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 			return fmt.Errorf("demo: %w", err)
 		}
 		fmt.Fprintf(stdout, "\nStill serving on %s (Ctrl-C to stop). Try:\n", base)
+		fmt.Fprintf(stdout, "  open %s/ in a browser: the inspector shows the thread, its compactions and the window chart\n", base)
 		fmt.Fprintf(stdout, "  curl -s %s/v1/chat/completions -H 'X-Mneme-Thread: %s' -d '{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}'\n", base, "try-me")
 		if !strings.HasPrefix(o.store, "memory:") && o.demoTurns > 0 {
 			fmt.Fprintf(stdout, "  mneme export --store %s %s | head\n", o.store, demo.thread)
