@@ -1,7 +1,8 @@
 // Package embed turns text into vectors for the archive's and long-term
 // memory's semantic search: an Embedder interface, a client for any
-// OpenAI-compatible /v1/embeddings endpoint (net/http, no SDK) and a
-// deterministic hashing embedder for tests and offline use.
+// OpenAI-compatible /v1/embeddings endpoint (net/http, no SDK), a
+// deterministic hashing embedder for tests and offline use, and Fuse, the
+// reciprocal rank fusion that merges full-text and vector rankings.
 //
 // It imports only the standard library: no store, no window, no HTTP
 // server.

@@ -221,47 +221,15 @@ func (s *Store) rankBySimilarity(ctx context.Context, query string, items []stor
 	return out, nil
 }
 
-// fuse merges the BM25 and similarity rankings by reciprocal rank; an item
-// only in near is kept only when near holds items text does not (a query
-// without required terms).
+// fuse merges the BM25 and similarity rankings by reciprocal rank and
+// keeps the best limit items, each scored by its fused score.
 func fuse(text, near []store.Item, limit int) []store.Item {
-	const k = 60
-	type fused struct {
-		it       store.Item
-		score    float64
-		textRank int
-	}
 	id := func(it store.Item) string { return store.JoinNamespace(it.Namespace) + "\x00" + it.Key }
-	by := map[string]*fused{}
-	var all []*fused
-	for i, it := range text {
-		f := &fused{it: it, score: 1 / float64(k+i+1), textRank: i + 1}
-		by[id(it)] = f
-		all = append(all, f)
-	}
-	for i, it := range near {
-		if f := by[id(it)]; f != nil {
-			f.score += 1 / float64(k+i+1)
-			continue
-		}
-		f := &fused{it: it, score: 1 / float64(k+i+1)}
-		by[id(it)] = f
-		all = append(all, f)
-	}
-	sort.SliceStable(all, func(i, j int) bool {
-		if all[i].score != all[j].score {
-			return all[i].score > all[j].score
-		}
-		ti, tj := all[i].textRank, all[j].textRank
-		if (ti == 0) != (tj == 0) {
-			return ti != 0
-		}
-		return ti < tj
-	})
+	all := embed.Fuse(text, near, id, embed.RRFK)
 	out := make([]store.Item, 0, min(limit, len(all)))
 	for _, f := range all[:min(limit, len(all))] {
-		it := f.it
-		it.Score = f.score
+		it := f.Item
+		it.Score = f.Score
 		out = append(out, it)
 	}
 	return out

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"time"
 
 	"github.com/mnemehq/mneme/embed"
@@ -36,7 +35,7 @@ type Recall struct {
 
 // RRFK is the reciprocal-rank-fusion constant: a hit ranked r in a list
 // adds 1/(RRFK+r) to its score (Cormack et al., 2009).
-const RRFK = 60
+const RRFK = embed.RRFK
 
 // Search limits.
 const (
@@ -143,48 +142,18 @@ func (r *Recall) nearest(ctx context.Context, tenant string, q store.SearchQuery
 // only full-text hits are eligible. Vector-only hits get a snippet from
 // their message's text.
 func (r *Recall) fuse(ctx context.Context, tenant string, pq store.ParsedQuery, text, near []store.Hit, textOnly bool, limit int) ([]store.Hit, error) {
-	type fused struct {
-		hit      store.Hit
-		score    float64
-		textRank int // 0: not a full-text hit
-	}
-	byRef := map[string]*fused{}
-	var all []*fused
-	for i, h := range text {
-		f := &fused{hit: h, score: 1 / float64(RRFK+i+1), textRank: i + 1}
-		byRef[h.Ref] = f
-		all = append(all, f)
-	}
-	for i, h := range near {
-		if f := byRef[h.Ref]; f != nil {
-			f.score += 1 / float64(RRFK+i+1)
-			continue
-		}
-		if textOnly || h.Score <= r.MinSimilarity {
-			continue
-		}
-		f := &fused{hit: h, score: 1 / float64(RRFK+i+1)}
-		byRef[h.Ref] = f
-		all = append(all, f)
-	}
-	sort.SliceStable(all, func(i, j int) bool {
-		if all[i].score != all[j].score {
-			return all[i].score > all[j].score
-		}
-		ti, tj := all[i].textRank, all[j].textRank
-		if (ti == 0) != (tj == 0) {
-			return ti != 0
-		}
-		return ti < tj
-	})
+	all := embed.Fuse(text, near, func(h store.Hit) string { return h.Ref }, RRFK)
 	var out []store.Hit
 	for _, f := range all {
 		if len(out) == limit {
 			break
 		}
-		h := f.hit
-		h.Score = f.score
-		if f.textRank == 0 {
+		h := f.Item
+		if f.TextRank == 0 && (textOnly || h.Score <= r.MinSimilarity) {
+			continue // found by vectors alone, and not eligible
+		}
+		h.Score = f.Score
+		if f.TextRank == 0 {
 			_, ev, err := r.Store.EventByRef(ctx, tenant, h.Ref)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && ev.Message == nil) {
 				continue // deleted since it was embedded
