@@ -205,7 +205,7 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 func findCall(th *thread, batch []storedEvent, msgs []store.Event, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := msgs[i].Message; m != nil {
-			if n := callName(*m, callID); n != "" {
+			if n := store.CallName(*m, callID); n != "" {
 				return n
 			}
 		}
@@ -217,18 +217,9 @@ func findCall(th *thread, batch []storedEvent, msgs []store.Event, callID string
 		}
 		var m message.Message
 		if json.Unmarshal(se.msg, &m) == nil {
-			if n := callName(m, callID); n != "" {
+			if n := store.CallName(m, callID); n != "" {
 				return n
 			}
-		}
-	}
-	return ""
-}
-
-func callName(m message.Message, callID string) string {
-	for _, p := range m.ToolCalls() {
-		if p.ToolCallID == callID {
-			return p.ToolName
 		}
 	}
 	return ""

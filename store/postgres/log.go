@@ -232,38 +232,19 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 func findCall(ctx context.Context, tx pgx.Tx, tenant, thread string, after int64, batch []row, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := batch[i].msg; m != nil {
-			if n := callName(*m, callID); n != "" {
+			if n := store.CallName(*m, callID); n != "" {
 				return n
 			}
 		}
 	}
-	idJSON, _ := json.Marshal(callID)
 	rows, err := tx.Query(ctx, `SELECT message FROM events
 		WHERE tenant = $1 AND thread = $2 AND seq > $3 AND seq <= $4 AND role = 'assistant' AND strpos(message, $5) > 0
-		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, after, `"tool_call_id":`+string(idJSON))
+		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, after, store.CallNeedle(callID))
 	if err != nil {
 		return ""
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var raw string
-		var m message.Message
-		if rows.Scan(&raw) == nil && json.Unmarshal([]byte(raw), &m) == nil {
-			if n := callName(m, callID); n != "" {
-				return n
-			}
-		}
-	}
-	return ""
-}
-
-func callName(m message.Message, callID string) string {
-	for _, p := range m.ToolCalls() {
-		if p.ToolCallID == callID {
-			return p.ToolName
-		}
-	}
-	return ""
+	return store.CallNameInRows(rows, callID)
 }
 
 const eventCols = `seq, kind, at, ref, tokens, message, data`

@@ -172,38 +172,19 @@ func prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
 func (s *Store) findCall(ctx context.Context, tx *sql.Tx, tenant, thread string, after int64, batch []prepared, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := batch[i].msg; m != nil {
-			if n := callName(*m, callID); n != "" {
+			if n := store.CallName(*m, callID); n != "" {
 				return n
 			}
 		}
 	}
-	idJSON, _ := json.Marshal(callID)
 	rows, err := tx.QueryContext(ctx, `SELECT message FROM events
 		WHERE tenant = ? AND thread = ? AND seq > ? AND role = 'assistant' AND instr(message, ?) > 0
-		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, `"tool_call_id":`+string(idJSON))
+		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, store.CallNeedle(callID))
 	if err != nil {
 		return ""
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var raw string
-		var m message.Message
-		if rows.Scan(&raw) == nil && json.Unmarshal([]byte(raw), &m) == nil {
-			if n := callName(m, callID); n != "" {
-				return n
-			}
-		}
-	}
-	return ""
-}
-
-func callName(m message.Message, callID string) string {
-	for _, p := range m.ToolCalls() {
-		if p.ToolCallID == callID {
-			return p.ToolName
-		}
-	}
-	return ""
+	return store.CallNameInRows(rows, callID)
 }
 
 func encodeMessage(m *message.Message) (string, error) {
