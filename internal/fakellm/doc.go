@@ -32,5 +32,6 @@
 // request is recorded ([Server.Requests]).
 //
 // The package must not import the project's message package or any other
-// Mneme package: it sees requests only as JSON, as a real provider would.
+// Mneme package but embed (standard library only), whose hashing embedder
+// it serves: it sees requests only as JSON, as a real provider would.
 package fakellm

@@ -1,15 +1,16 @@
 package fakellm
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"hash/fnv"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode"
+
+	"github.com/mnemehq/mneme/embed"
 )
 
 // DefaultDimensions is the embedding size when a request gives none.
@@ -18,44 +19,13 @@ const DefaultDimensions = 64
 // maxDimensions bounds the dimensions a request may ask for.
 const maxDimensions = 8192
 
-// Embed returns the deterministic hashing embedding of text: each lowercased
-// word (a run of letters and digits; the whole text when it has none) adds
-// ±1 at the position its FNV-1a hash picks, the sign taken from the hash's
-// top bit; the vector is then scaled to unit length. Texts sharing words
-// have a positive cosine similarity; the same text always gives the same
-// vector.
+// Embed returns the deterministic hashing embedding of text with dims
+// components (embed.DefaultHashingDims when dims < 1): embed.Hashing's,
+// so a remote embedder pointed at this server and a local embed.Hashing of
+// the same size give the same vectors by construction.
 func Embed(text string, dims int) []float32 {
-	v := make([]float64, dims)
-	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	if len(words) == 0 {
-		words = []string{text}
-	}
-	for _, w := range words {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(w))
-		sum := h.Sum64()
-		sign := 1.0
-		if sum>>63 == 1 {
-			sign = -1
-		}
-		v[sum%uint64(dims)] += sign
-	}
-	var norm float64
-	for _, x := range v {
-		norm += x * x
-	}
-	out := make([]float32, dims)
-	if norm == 0 { // all words cancelled out: fall back to a unit basis vector
-		out[0] = 1
-		return out
-	}
-	norm = math.Sqrt(norm)
-	for i, x := range v {
-		out[i] = float32(x / norm)
-	}
-	return out
+	vs, _ := embed.Hashing{Dims: dims}.Embed(context.Background(), []string{text}) // never fails
+	return vs[0]
 }
 
 func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, body []byte) {
