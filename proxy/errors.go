@@ -93,6 +93,8 @@ func openAIErrorCode(status int) any {
 		return "invalid_api_key"
 	case http.StatusRequestEntityTooLarge:
 		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_exceeded"
 	case http.StatusBadGateway:
 		return "upstream_unreachable"
 	case http.StatusGatewayTimeout:

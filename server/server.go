@@ -46,6 +46,10 @@ type Config struct {
 	Proxy *proxy.Proxy
 	// ShutdownTimeout: see DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// TenantConcurrency bounds the requests one tenant has in flight on the
+	// authenticated routes (429 with Retry-After beyond). 0:
+	// DefaultTenantConcurrency; negative: no limit.
+	TenantConcurrency int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -57,6 +61,8 @@ type Server struct {
 	mux  *http.ServeMux
 	keys map[[32]byte]string
 	log  *slog.Logger
+
+	limiter *tenantLimiter // nil: no concurrency limit
 }
 
 // New checks cfg and returns a Server with the proxy's routes registered.
@@ -83,6 +89,12 @@ func New(cfg Config) (*Server, error) {
 			s.keys[sha256.Sum256([]byte(k))] = t
 		}
 	}
+	switch {
+	case cfg.TenantConcurrency == 0:
+		s.limiter = newTenantLimiter(DefaultTenantConcurrency)
+	case cfg.TenantConcurrency > 0:
+		s.limiter = newTenantLimiter(cfg.TenantConcurrency)
+	}
 	s.routes()
 	return s, nil
 }
@@ -107,9 +119,10 @@ func CheckAddr(addr string, auth, insecure bool) error {
 }
 
 // Handle registers h for pattern (http.ServeMux syntax) behind the same
-// authentication as the proxy: h finds the caller's tenant with Tenant.
+// authentication and per-tenant concurrency limit as the proxy: h finds the
+// caller's tenant with Tenant.
 func (s *Server) Handle(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, s.authenticate(h))
+	s.mux.Handle(pattern, s.authenticate(s.limit(h)))
 }
 
 // HandlePublic registers h without authentication (health checks, static

@@ -48,6 +48,8 @@ type serveOptions struct {
 	upstreamTimeout   time.Duration
 	maxBodyMiB        int
 	recallRounds      int
+	tenantConcurrency int
+	retain            string
 
 	model         string
 	budgetTokens  int
@@ -140,6 +142,8 @@ only a loopback --addr is allowed unless --insecure.
 	f.StringVar(&o.anthropicKey, "anthropic-key", "", "Anthropic key the server sends upstream (default: the client's)")
 	f.DurationVar(&o.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on one request's exchange with the upstream, stream included (504 beyond)")
 	f.IntVar(&o.maxBodyMiB, "max-body-mib", proxy.DefaultMaxBodyBytes>>20, "largest request body, in MiB (413 beyond)")
+	f.IntVar(&o.tenantConcurrency, "tenant-concurrency", server.DefaultTenantConcurrency, "most requests one tenant may have in flight (429 with Retry-After beyond); -1: no limit")
+	f.StringVar(&o.retain, "retain", "", `delete threads idle for longer than this, e.g. 30d or 720h (swept at start and hourly); empty: keep forever`)
 	f.IntVar(&o.recallRounds, "recall-rounds", proxy.DefaultRecallRounds, "most recall rounds (mneme_search/mneme_read answered by the proxy) per request; -1 offers no recall tools")
 
 	def := mneme.DefaultPolicy()
@@ -334,6 +338,10 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	if err := server.CheckAddr(o.addr, keys != nil, o.insecure); err != nil {
 		return err
 	}
+	retain, err := parseRetain(o.retain)
+	if err != nil {
+		return err
+	}
 	sum := compact.LLMConfig{Model: o.summarizerModel, API: o.summarizerAPI, URL: o.summarizerURL, APIKey: o.summarizerKey}
 	if sum.Model != "" {
 		if sum.URL == "" {
@@ -352,6 +360,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 		return err
 	}
 	defer m.Close()
+	defer startRetention(ctx, m, retain, logger)() // stopped before m.Close
 	px, err := proxy.New(proxy.Config{
 		Manager:        m,
 		OpenAIUpstream: o.openaiUpstream, AnthropicUpstream: o.anthropicUpstream,
@@ -365,7 +374,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{Addr: o.addr, Keys: keys, Insecure: o.insecure, Proxy: px, ShutdownTimeout: o.shutdownTimeout, Logger: logger})
+	srv, err := server.New(server.Config{Addr: o.addr, Keys: keys, Insecure: o.insecure, Proxy: px, ShutdownTimeout: o.shutdownTimeout, Logger: logger, TenantConcurrency: o.tenantConcurrency})
 	if err != nil {
 		return err
 	}

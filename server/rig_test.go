@@ -1,0 +1,255 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mnemehq/mneme"
+	"github.com/mnemehq/mneme/api"
+	"github.com/mnemehq/mneme/embed"
+	"github.com/mnemehq/mneme/internal/fakellm"
+	"github.com/mnemehq/mneme/mcpserver"
+	"github.com/mnemehq/mneme/proxy"
+	"github.com/mnemehq/mneme/server"
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/dsn"
+)
+
+// rig is a whole `mneme serve` (proxy, JSON API, MCP) on a loopback port,
+// on a real backend (memory, SQLite file or a fresh PostgreSQL schema),
+// with a fakellm upstream: what the reliability and security tests drive.
+type rig struct {
+	url     string
+	backend string
+	dsn     string
+	sqlite  string // the SQLite file, for the sqlite backend
+	m       *mneme.Manager
+	st      store.Store
+	llm     *fakellm.Server
+	px      *proxy.Proxy
+	api     *api.API
+	stop    func()
+}
+
+type rigOpts struct {
+	backend     string // "memory" (default), "sqlite" or "postgres"
+	keys        map[string]string
+	budget      int
+	concurrency int // server.Config.TenantConcurrency
+	embedder    bool
+	llmOpts     []fakellm.Option
+	pxConfig    func(*proxy.Config)
+	mConfig     func(c *mneme.Config, llmURL string)
+}
+
+// backendsUnderTest are the durable backends every matrix runs on.
+var backendsUnderTest = []string{"sqlite", "postgres"}
+
+// postgresDSN returns a DSN on a fresh schema of MNEME_TEST_POSTGRES,
+// dropped when the test ends. Without the variable the test skips, but
+// under CI=true it fails: PostgreSQL tests must run there.
+func postgresDSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("MNEME_TEST_POSTGRES")
+	if base == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but MNEME_TEST_POSTGRES is unset: PostgreSQL tests must run in CI")
+		}
+		t.Skip("MNEME_TEST_POSTGRES is unset (scripts/test starts PostgreSQL and sets it)")
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "mneme_srv_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect to MNEME_TEST_POSTGRES: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func startRig(t testing.TB, o rigOpts) *rig {
+	t.Helper()
+	if o.budget == 0 {
+		o.budget = 16000
+	}
+	if o.backend == "" {
+		o.backend = "memory"
+	}
+	r := &rig{backend: o.backend}
+	switch o.backend {
+	case "memory":
+		r.dsn = "memory:"
+	case "sqlite":
+		r.sqlite = filepath.Join(t.TempDir(), "mneme.db")
+		r.dsn = "sqlite:" + r.sqlite
+	case "postgres":
+		r.dsn = postgresDSN(t)
+	default:
+		t.Fatalf("unknown backend %q", o.backend)
+	}
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := dsn.Open(ctx, r.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st = st
+	r.llm = fakellm.Start(o.llmOpts...)
+	pol := testPolicy(o.budget)
+	cfg := mneme.Config{Store: st, Policy: &pol, Logger: quiet}
+	if o.embedder {
+		cfg.Embedder = &embed.OpenAI{BaseURL: r.llm.URL() + "/v1", EmbeddingModel: "fake-embed"}
+	}
+	if o.mConfig != nil {
+		o.mConfig(&cfg, r.llm.URL())
+	}
+	if r.m, err = mneme.Open(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	pc := proxy.Config{Manager: r.m, OpenAIUpstream: r.llm.URL(), AnthropicUpstream: r.llm.URL(), Logger: quiet}
+	if o.pxConfig != nil {
+		o.pxConfig(&pc)
+	}
+	if r.px, err = proxy.New(pc); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Addr: "127.0.0.1:0", Keys: o.keys, Proxy: r.px, Logger: quiet, TenantConcurrency: o.concurrency})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.api, err = api.New(api.Config{Manager: r.m, Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	mh, err := mcpserver.Handler(mcpserver.Config{Manager: r.m, API: r.api}, server.Tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Handle("/api/", r.api)
+	srv.Handle("/mcp", mh)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.url = "http://" + ln.Addr().String()
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	stopped := false
+	r.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-done
+		r.m.Close()
+		r.st.Close()
+		r.llm.Close()
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// do sends a request with an optional key and headers; it returns status,
+// headers and body.
+func (r *rig) do(t testing.TB, method, path, key, body string, hdr ...string) (int, http.Header, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, r.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+// snapshot is what a tenant's store holds, for "unchanged" checks: every
+// thread with its event count and last seq, and the memory items.
+func (r *rig) snapshot(t testing.TB, tenants ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	for _, tenant := range tenants {
+		cursor := ""
+		for {
+			infos, next, err := r.st.Threads(ctx, tenant, store.Page{Cursor: cursor, Limit: 500})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range infos {
+				b.WriteString(tenant + "/" + in.ID + " events=" + itoa(in.Events) + " messages=" + itoa(in.Messages) + " tokens=" + itoa(in.Tokens) + "\n")
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		items, err := r.st.SearchMemory(ctx, tenant, store.MemoryQuery{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			b.WriteString(tenant + " memory " + strings.Join(it.Namespace, "/") + ":" + it.Key + "=" + string(it.Value) + "\n")
+		}
+	}
+	return b.String()
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
