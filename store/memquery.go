@@ -50,6 +50,18 @@ func JoinNamespace(ns []string) string {
 	return b.String()
 }
 
+// NamespaceRange returns the byte range [lo, hi) that holds the joined
+// form of every namespace under prefix, for a range scan over a sorted
+// column: hi is lo with its final separator incremented. Both are "" for
+// the empty prefix (everything).
+func NamespaceRange(prefix []string) (lo, hi string) {
+	lo = JoinNamespace(prefix)
+	if lo == "" {
+		return "", ""
+	}
+	return lo, lo[:len(lo)-1] + string(rune(NamespaceSep[0]+1))
+}
+
 // SplitNamespace inverts JoinNamespace.
 func SplitNamespace(s string) []string {
 	return strings.Split(strings.TrimSuffix(s, NamespaceSep), NamespaceSep)
@@ -64,6 +76,33 @@ func CheckItem(tenant string, it Item) error {
 		return err
 	}
 	return CheckKey(it.Key, it.Value)
+}
+
+// CheckItemRef validates the tenant, namespace and key that name one item,
+// for GetMemory and DeleteMemory.
+func CheckItemRef(tenant string, namespace []string, key string) error {
+	if err := CheckScope(tenant, "-"); err != nil {
+		return err
+	}
+	if err := CheckNamespace(namespace, false); err != nil {
+		return err
+	}
+	return CheckKey(key, nil)
+}
+
+// CheckMemoryQuery validates a memory search's tenant, prefix and offset,
+// and compiles its filter.
+func CheckMemoryQuery(tenant string, q MemoryQuery) (Filter, error) {
+	if err := CheckScope(tenant, "-"); err != nil {
+		return Filter{}, err
+	}
+	if err := CheckNamespace(q.Prefix, true); err != nil {
+		return Filter{}, err
+	}
+	if q.Offset < 0 {
+		return Filter{}, fmt.Errorf("%w: negative offset", ErrInvalid)
+	}
+	return CompileFilter(q.Filter)
 }
 
 // CheckKey validates an item key and, when value is not nil, its value.

@@ -199,7 +199,7 @@ func (s *Store) PutMemory(ctx context.Context, tenantID string, it store.Item) (
 
 // GetMemory implements store.Memories.
 func (s *Store) GetMemory(ctx context.Context, tenantID string, namespace []string, key string) (store.Item, error) {
-	if err := checkItemRef(tenantID, namespace, key); err != nil {
+	if err := store.CheckItemRef(tenantID, namespace, key); err != nil {
 		return store.Item{}, err
 	}
 	now := s.clock()
@@ -219,19 +219,9 @@ func (s *Store) GetMemory(ctx context.Context, tenantID string, namespace []stri
 	return copyItem(it), nil
 }
 
-func checkItemRef(tenantID string, namespace []string, key string) error {
-	if err := store.CheckScope(tenantID, "-"); err != nil {
-		return err
-	}
-	if err := store.CheckNamespace(namespace, false); err != nil {
-		return err
-	}
-	return store.CheckKey(key, nil)
-}
-
 // DeleteMemory implements store.Memories.
 func (s *Store) DeleteMemory(ctx context.Context, tenantID string, namespace []string, key string) error {
-	if err := checkItemRef(tenantID, namespace, key); err != nil {
+	if err := store.CheckItemRef(tenantID, namespace, key); err != nil {
 		return err
 	}
 	now := s.clock()
@@ -255,16 +245,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenantID string, namespace []s
 
 // SearchMemory implements store.Memories.
 func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.MemoryQuery) ([]store.Item, error) {
-	if err := store.CheckScope(tenantID, "-"); err != nil {
-		return nil, err
-	}
-	if err := store.CheckNamespace(q.Prefix, true); err != nil {
-		return nil, err
-	}
-	if q.Offset < 0 {
-		return nil, fmt.Errorf("%w: negative offset", store.ErrInvalid)
-	}
-	filter, err := store.CompileFilter(q.Filter)
+	filter, err := store.CheckMemoryQuery(tenantID, q)
 	if err != nil {
 		return nil, err
 	}

@@ -18,14 +18,6 @@ import (
 // is P with its final separator incremented; expired rows are filtered on
 // every read and the tenant's are purged by its next write.
 
-func nsRange(prefix []string) (lo, hi string) {
-	lo = store.JoinNamespace(prefix)
-	if lo == "" {
-		return "", ""
-	}
-	return lo, lo[:len(lo)-1] + string(rune(store.NamespaceSep[0]+1))
-}
-
 func purgeExpired(ctx context.Context, tx pgx.Tx, tenant string, now time.Time) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM memories WHERE tenant = $1 AND expires > 0 AND expires <= $2`, tenant, nanos(now)); err != nil {
 		return dbErr("purge memories", err)
@@ -100,19 +92,9 @@ func scanItem(sc pgx.Row, extra ...any) (store.Item, error) {
 	return it, err
 }
 
-func checkItemRef(tenant string, namespace []string, key string) error {
-	if err := checkTenant(tenant); err != nil {
-		return err
-	}
-	if err := store.CheckNamespace(namespace, false); err != nil {
-		return err
-	}
-	return store.CheckKey(key, nil)
-}
-
 // GetMemory implements store.Memories.
 func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (store.Item, error) {
-	if err := checkItemRef(tenant, namespace, key); err != nil {
+	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
 		return store.Item{}, err
 	}
 	it, err := scanItem(s.pool.QueryRow(ctx, `SELECT `+itemCols+` FROM memories
@@ -129,7 +111,7 @@ func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string
 
 // DeleteMemory implements store.Memories.
 func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []string, key string) error {
-	if err := checkItemRef(tenant, namespace, key); err != nil {
+	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
 		return err
 	}
 	now := s.clock()
@@ -152,16 +134,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []str
 // SearchMemory implements store.Memories. Filters and verbatim terms apply
 // in Go after the SQL scan, then Offset and Limit.
 func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Item, error) {
-	if err := checkTenant(tenant); err != nil {
-		return nil, err
-	}
-	if err := store.CheckNamespace(q.Prefix, true); err != nil {
-		return nil, err
-	}
-	if q.Offset < 0 {
-		return nil, fmt.Errorf("%w: negative offset", store.ErrInvalid)
-	}
-	filter, err := store.CompileFilter(q.Filter)
+	filter, err := store.CheckMemoryQuery(tenant, q)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +146,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 
 	args := []any{tenant, nanos(s.clock())}
 	where := []string{"tenant = $1", "(expires = 0 OR expires > $2)"}
-	if lo, hi := nsRange(q.Prefix); lo != "" {
+	if lo, hi := store.NamespaceRange(q.Prefix); lo != "" {
 		args = append(args, lo, hi)
 		where = append(where, "namespace >= $3", "namespace < $4")
 	}
@@ -236,7 +209,7 @@ func (s *Store) DeleteNamespace(ctx context.Context, tenant string, prefix []str
 	if err := store.CheckNamespace(prefix, false); err != nil {
 		return 0, err
 	}
-	lo, hi := nsRange(prefix)
+	lo, hi := store.NamespaceRange(prefix)
 	now := s.clock()
 	var n int64
 	err := s.inTx(ctx, "delete namespace", func(tx pgx.Tx) error {

@@ -17,14 +17,6 @@ import (
 // incremented; expired rows are filtered on every read and purged by the
 // next write.
 
-func nsRange(prefix []string) (lo, hi string) {
-	lo = store.JoinNamespace(prefix)
-	if lo == "" {
-		return "", ""
-	}
-	return lo, lo[:len(lo)-1] + string(rune(store.NamespaceSep[0]+1))
-}
-
 // purgeExpired deletes expired memories of every tenant, index rows first.
 func purgeExpired(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	for _, q := range []string{
@@ -115,7 +107,7 @@ func scanItem(sc interface{ Scan(...any) error }, extra ...any) (store.Item, err
 
 // GetMemory implements store.Memories.
 func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (store.Item, error) {
-	if err := checkItemRef(tenant, namespace, key); err != nil {
+	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
 		return store.Item{}, err
 	}
 	it, err := scanItem(s.r.QueryRowContext(ctx, `SELECT `+itemCols+` FROM memories m
@@ -130,19 +122,9 @@ func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string
 	return it, nil
 }
 
-func checkItemRef(tenant string, namespace []string, key string) error {
-	if err := checkTenant(tenant); err != nil {
-		return err
-	}
-	if err := store.CheckNamespace(namespace, false); err != nil {
-		return err
-	}
-	return store.CheckKey(key, nil)
-}
-
 // DeleteMemory implements store.Memories.
 func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []string, key string) error {
-	if err := checkItemRef(tenant, namespace, key); err != nil {
+	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
 		return err
 	}
 	now := s.clock()
@@ -172,16 +154,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []str
 // SQL scan (JSON equality with numbers compared by value), then Offset and
 // Limit.
 func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Item, error) {
-	if err := checkTenant(tenant); err != nil {
-		return nil, err
-	}
-	if err := store.CheckNamespace(q.Prefix, true); err != nil {
-		return nil, err
-	}
-	if q.Offset < 0 {
-		return nil, fmt.Errorf("%w: negative offset", store.ErrInvalid)
-	}
-	filter, err := store.CompileFilter(q.Filter)
+	filter, err := store.CheckMemoryQuery(tenant, q)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +166,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 
 	where := []string{"m.tenant = ?", "(m.expires = 0 OR m.expires > ?)"}
 	args := []any{tenant, nanos(s.clock())}
-	if lo, hi := nsRange(q.Prefix); lo != "" {
+	if lo, hi := store.NamespaceRange(q.Prefix); lo != "" {
 		where = append(where, "m.namespace >= ?", "m.namespace < ?")
 		args = append(args, lo, hi)
 	}
@@ -252,7 +225,7 @@ func (s *Store) DeleteNamespace(ctx context.Context, tenant string, prefix []str
 	if err := store.CheckNamespace(prefix, false); err != nil {
 		return 0, err
 	}
-	lo, hi := nsRange(prefix)
+	lo, hi := store.NamespaceRange(prefix)
 	now := s.clock()
 	var n int64
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
