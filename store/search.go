@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -440,44 +439,4 @@ func ToolOf(m message.Message, lookup func(callID string) string) string {
 // NeedsToolLookup reports whether ToolOf would consult its lookup for m.
 func NeedsToolLookup(m message.Message) bool {
 	return m.ToolName() == "" && m.IsToolResult() && len(m.ToolResults()) > 0
-}
-
-// CallName returns the tool name of the call callID that m makes, "" when
-// m makes no such call: what a backend's ToolOf lookup asks of each
-// candidate message.
-func CallName(m message.Message, callID string) string {
-	for _, p := range m.ToolCalls() {
-		if p.ToolCallID == callID {
-			return p.ToolName
-		}
-	}
-	return ""
-}
-
-// CallNeedle returns text that the stored JSON of a message making the
-// call callID contains, so a backend can pre-filter candidate rows before
-// decoding them.
-func CallNeedle(callID string) string {
-	idJSON, _ := json.Marshal(callID)
-	return `"tool_call_id":` + string(idJSON)
-}
-
-// CallNameInRows returns the tool name of the call callID in the first of
-// rows that makes it. Each row has one column, a message's stored JSON;
-// rows that do not scan or decode are skipped, as the lookup is best
-// effort. It serves both database/sql and pgx rows; the caller closes them.
-func CallNameInRows(rows interface {
-	Next() bool
-	Scan(dest ...any) error
-}, callID string) string {
-	for rows.Next() {
-		var raw string
-		var m message.Message
-		if rows.Scan(&raw) == nil && json.Unmarshal([]byte(raw), &m) == nil {
-			if n := CallName(m, callID); n != "" {
-				return n
-			}
-		}
-	}
-	return ""
 }

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -132,11 +131,11 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 			if se.ev.Ref == "" {
 				se.ev.Ref = store.NewRef()
 			}
-			b, err := encodeMessage(ev.Message)
+			js, err := store.EncodeMessage(ev.Message)
 			if err != nil {
 				return nil, err
 			}
-			se.msg, se.role = b, ev.Message.Role
+			se.msg, se.role = []byte(js), ev.Message.Role
 		}
 		if se.ev.Ref != "" {
 			if refs[se.ev.Ref] {
@@ -225,21 +224,11 @@ func findCall(th *thread, batch []storedEvent, msgs []store.Event, callID string
 	return ""
 }
 
-func encodeMessage(m *message.Message) ([]byte, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, fmt.Errorf("%w: message does not encode: %v", store.ErrInvalid, err)
-	}
-	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
-}
-
 func (se storedEvent) event() store.Event {
 	ev := se.ev
 	if se.msg != nil {
 		var m message.Message
-		// It was produced by encodeMessage, so it decodes.
+		// It was produced by store.EncodeMessage, so it decodes.
 		_ = json.Unmarshal(se.msg, &m)
 		ev.Message = &m
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,7 +45,7 @@ func encode(ev store.Event, seq int64, now time.Time) (row, error) {
 		if r.ev.Ref == "" {
 			r.ev.Ref = store.NewRef()
 		}
-		js, err := encodeMessage(r.msg)
+		js, err := store.EncodeMessage(r.msg)
 		if err != nil {
 			return row{}, err
 		}
@@ -59,16 +58,6 @@ func encode(ev store.Event, seq int64, now time.Time) (row, error) {
 		r.ev.Data = append(json.RawMessage(nil), ev.Data...)
 	}
 	return r, nil
-}
-
-func encodeMessage(m *message.Message) (string, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return "", fmt.Errorf("%w: message does not encode: %v", store.ErrInvalid, err)
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 func (r row) role() *string {

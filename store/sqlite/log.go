@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mnemehq/mneme/message"
@@ -152,7 +151,7 @@ func prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
 		if p.ev.Ref == "" {
 			p.ev.Ref = store.NewRef()
 		}
-		js, err := encodeMessage(p.msg)
+		js, err := store.EncodeMessage(p.msg)
 		if err != nil {
 			return prepared{}, err
 		}
@@ -185,16 +184,6 @@ func (s *Store) findCall(ctx context.Context, tx *sql.Tx, tenant, thread string,
 	}
 	defer rows.Close()
 	return store.CallNameInRows(rows, callID)
-}
-
-func encodeMessage(m *message.Message) (string, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return "", fmt.Errorf("%w: message does not encode: %v", store.ErrInvalid, err)
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 const eventCols = `seq, kind, at, ref, tokens, message, data`

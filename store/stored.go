@@ -1,0 +1,67 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/mnemehq/mneme/message"
+)
+
+// The stored form of a message, the same in every backend, and the
+// tool-call lookup over it that resolves a tool result's tool name (ToolOf)
+// when Append records it.
+
+// EncodeMessage returns a message's stored form: its JSON without HTML
+// escaping and without a trailing newline. A message that does not encode
+// is ErrInvalid.
+func EncodeMessage(m *message.Message) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return "", fmt.Errorf("%w: message does not encode: %v", ErrInvalid, err)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// CallName returns the tool name of the call callID that m makes, "" when
+// m makes no such call: what a backend's ToolOf lookup asks of each
+// candidate message.
+func CallName(m message.Message, callID string) string {
+	for _, p := range m.ToolCalls() {
+		if p.ToolCallID == callID {
+			return p.ToolName
+		}
+	}
+	return ""
+}
+
+// CallNeedle returns text that the stored form (EncodeMessage) of a
+// message making the call callID contains, so a backend can pre-filter
+// candidate rows before decoding them. The id is spelled HTML-escaped, as
+// EncodeMessage does not: an id with <, > or & is not found.
+func CallNeedle(callID string) string {
+	idJSON, _ := json.Marshal(callID)
+	return `"tool_call_id":` + string(idJSON)
+}
+
+// CallNameInRows returns the tool name of the call callID in the first of
+// rows that makes it. Each row has one column, a message's stored JSON;
+// rows that do not scan or decode are skipped, as the lookup is best
+// effort. It serves both database/sql and pgx rows; the caller closes them.
+func CallNameInRows(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+}, callID string) string {
+	for rows.Next() {
+		var raw string
+		var m message.Message
+		if rows.Scan(&raw) == nil && json.Unmarshal([]byte(raw), &m) == nil {
+			if n := CallName(m, callID); n != "" {
+				return n
+			}
+		}
+	}
+	return ""
+}
