@@ -10,15 +10,7 @@ import (
 // DecodeAnthropic decodes one Anthropic Messages message object.
 // Invalid input gives a *DecodeError with Index -1.
 func DecodeAnthropic(data []byte) (Message, error) {
-	s := scanner{data: data}
-	m, err := decodeAnthropicMessage(&s)
-	if err == nil {
-		err = s.end()
-	}
-	if err != nil {
-		return Message{}, atIndex(err, -1)
-	}
-	return m, nil
+	return decodeOne(data, decodeAnthropicMessage)
 }
 
 // DecodeAnthropicMessages decodes the "messages" array of an Anthropic
@@ -119,28 +111,7 @@ func decodeAnthropicMessage(s *scanner) (Message, error) {
 // blocks (or null), and says which. nested is set for the content of a
 // block: blocks there do not nest further.
 func decodeAnthropicContent(s *scanner, nested bool) ([]Part, string, error) {
-	switch s.peek() {
-	case '"':
-		t, err := s.str()
-		return []Part{{Type: Text, Text: t}}, "string", err
-	case 'n':
-		return nil, "null", s.literal("null")
-	case '[':
-		var parts []Part
-		err := s.array(func(i int) error {
-			p, err := decodeAnthropicBlock(s, nested)
-			if err != nil {
-				return under(err, index(i))
-			}
-			parts = append(parts, p)
-			return nil
-		})
-		return parts, "parts", err
-	}
-	if s.pos >= len(s.data) {
-		return nil, "", s.fail("unexpected end of input")
-	}
-	return nil, "", fieldErr("", "want string, array or null")
+	return decodeContent(s, func(s *scanner) (Part, error) { return decodeAnthropicBlock(s, nested) })
 }
 
 // strVal is a string member of a block: whether it was there, and whether

@@ -17,15 +17,7 @@ const (
 // DecodeOpenAI decodes one OpenAI Chat Completions message object.
 // Invalid input gives a *DecodeError with Index -1.
 func DecodeOpenAI(data []byte) (Message, error) {
-	s := scanner{data: data}
-	m, err := decodeOpenAIMessage(&s)
-	if err == nil {
-		err = s.end()
-	}
-	if err != nil {
-		return Message{}, atIndex(err, -1)
-	}
-	return m, nil
+	return decodeOne(data, decodeOpenAIMessage)
 }
 
 // DecodeOpenAIMessages decodes the "messages" array of an OpenAI Chat
@@ -34,6 +26,20 @@ func DecodeOpenAI(data []byte) (Message, error) {
 func DecodeOpenAIMessages(data []byte) ([]Message, error) {
 	s := scanner{data: data}
 	return decodeList(&s, decodeOpenAIMessage)
+}
+
+// decodeOne decodes data, one message object and nothing after it, with
+// decode. Errors are a *DecodeError with Index -1.
+func decodeOne(data []byte, decode func(*scanner) (Message, error)) (Message, error) {
+	s := scanner{data: data}
+	m, err := decode(&s)
+	if err == nil {
+		err = s.end()
+	}
+	if err != nil {
+		return Message{}, atIndex(err, -1)
+	}
+	return m, nil
 }
 
 // decodeList decodes a JSON array of messages with decode.
@@ -92,7 +98,7 @@ func decodeOpenAIMessage(s *scanner) (Message, error) {
 			return nil
 		case "content":
 			var err error
-			content, m.Wire.Form, err = decodeOpenAIContent(s)
+			content, m.Wire.Form, err = decodeContent(s, decodeOpenAIPart)
 			return under(err, "content")
 		case "tool_calls":
 			calls = nil
@@ -219,9 +225,10 @@ func lastRaw(ms []member, key string) []byte {
 
 func isNull(raw []byte) bool { return string(raw) == "null" }
 
-// decodeOpenAIContent decodes a message's content and says how it was
-// spelled: "string", "parts" or "null".
-func decodeOpenAIContent(s *scanner) ([]Part, string, error) {
+// decodeContent decodes content that is a string, an array of parts, each
+// decoded with part, or null, and says how it was spelled: "string",
+// "parts" or "null". Both APIs spell content so.
+func decodeContent(s *scanner, part func(*scanner) (Part, error)) ([]Part, string, error) {
 	switch s.peek() {
 	case '"':
 		t, err := s.str()
@@ -231,7 +238,7 @@ func decodeOpenAIContent(s *scanner) ([]Part, string, error) {
 	case '[':
 		var parts []Part
 		err := s.array(func(i int) error {
-			p, err := decodeOpenAIPart(s)
+			p, err := part(s)
 			if err != nil {
 				return under(err, index(i))
 			}
