@@ -159,23 +159,30 @@ func (q ParsedQuery) filter(req bool) []SearchTerm {
 // quoted phrases, AND, OR and parentheses. It finds a superset of the hits:
 // callers must still check Verbatim terms with MatchesVerbatim.
 func (q ParsedQuery) FTS5() string {
-	req, opt := q.Required(), q.Optional()
+	return q.Boolean(func(t SearchTerm) string { return ftsPhrase(t.Tokens) }, " AND ", " OR ")
+}
+
+// Boolean returns the query as a full-text index's boolean expression:
+// the required terms AND-ed, and the optional terms OR-ed (alone, or with
+// the first required term, since optional terms must appear in the
+// expression to be ranked but must not be required). phrase spells one
+// term in the index's syntax; and and or are its operators, spaces
+// included. Backends build their MATCH or tsquery text with it.
+func (q ParsedQuery) Boolean(phrase func(SearchTerm) string, and, or string) string {
 	var reqs, opts []string
-	for _, t := range req {
-		reqs = append(reqs, ftsPhrase(t.Tokens))
+	for _, t := range q.Required() {
+		reqs = append(reqs, phrase(t))
 	}
-	for _, t := range opt {
-		opts = append(opts, ftsPhrase(t.Tokens))
+	for _, t := range q.Optional() {
+		opts = append(opts, phrase(t))
 	}
 	switch {
 	case len(reqs) == 0:
-		return strings.Join(opts, " OR ")
+		return strings.Join(opts, or)
 	case len(opts) == 0:
-		return strings.Join(reqs, " AND ")
+		return strings.Join(reqs, and)
 	default:
-		// Optional phrases must appear in the expression to be ranked, but
-		// must not be required: OR them with the first required phrase.
-		return strings.Join(reqs, " AND ") + " AND (" + reqs[0] + " OR " + strings.Join(opts, " OR ") + ")"
+		return strings.Join(reqs, and) + and + "(" + reqs[0] + or + strings.Join(opts, or) + ")"
 	}
 }
 

@@ -101,10 +101,8 @@ func indexTerms(text string) (string, int16) {
 	return b.String(), lossy
 }
 
-// tsQuery renders a parsed query as a tsquery literal with the structure of
-// store.ParsedQuery.FTS5: required terms ANDed, optional terms ORed (and
-// ORed with the first required one, so that they rank without being
-// required). A term's tokens are a phrase (<->), or with loose set, merely
+// tsQuery renders a parsed query as a tsquery literal, shaped by
+// store.ParsedQuery.Boolean as FTS5's MATCH text is. A term's tokens are a phrase (<->), or with loose set, merely
 // all present (&): the candidate test for documents whose positions are not
 // exact.
 func tsQuery(q store.ParsedQuery, loose bool) string {
@@ -119,21 +117,7 @@ func tsQuery(q store.ParsedQuery, loose bool) string {
 		}
 		return "(" + strings.Join(parts, op) + ")"
 	}
-	var reqs, opts []string
-	for _, t := range q.Required() {
-		reqs = append(reqs, term(t))
-	}
-	for _, t := range q.Optional() {
-		opts = append(opts, term(t))
-	}
-	switch {
-	case len(reqs) == 0:
-		return strings.Join(opts, " | ")
-	case len(opts) == 0:
-		return strings.Join(reqs, " & ")
-	default:
-		return strings.Join(reqs, " & ") + " & (" + reqs[0] + " | " + strings.Join(opts, " | ") + ")"
-	}
+	return q.Boolean(term, " & ", " | ")
 }
 
 // matchesFully checks every condition of q on text, as the index would if
