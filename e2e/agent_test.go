@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mnemehq/mneme/proxy"
@@ -65,10 +66,10 @@ type agent struct {
 	pending []chatMsg
 	turn    int
 
-	acked    int // requests answered 200
-	retries  int // attempts that got no answer (or a 5xx) and were sent again
-	forks    int // answers that came from a fork of the thread
-	failover int // attempts sent to another server than the one picked first
+	acked    atomic.Int64 // requests answered 200 (read by the test while the agent runs)
+	retries  int          // attempts that got no answer (or a 5xx) and were sent again
+	forks    int          // answers that came from a fork of the thread
+	failover int          // attempts sent to another server than the one picked first
 }
 
 func newAgent(id int, thread string) *agent {
@@ -123,7 +124,7 @@ func (a *agent) acknowledge(reply chatMsg) {
 	if len(a.pending) == 0 {
 		a.pending = []chatMsg{a.userMessage()}
 	}
-	a.acked++
+	a.acked.Add(1)
 }
 
 // errRejected is an answer the proxy must never give to these requests.

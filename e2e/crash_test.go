@@ -122,7 +122,7 @@ func runCrash(t *testing.T, d string) {
 
 	var requests, retries, forks int
 	for _, a := range agents {
-		requests += a.acked
+		requests += int(a.acked.Load())
 		retries += a.retries
 		forks += a.forks
 	}
