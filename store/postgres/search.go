@@ -102,9 +102,9 @@ func indexTerms(text string) (string, int16) {
 }
 
 // tsQuery renders a parsed query as a tsquery literal, shaped by
-// store.ParsedQuery.Boolean as FTS5's MATCH text is. A term's tokens are a phrase (<->), or with loose set, merely
-// all present (&): the candidate test for documents whose positions are not
-// exact.
+// store.ParsedQuery.Boolean as FTS5's MATCH text is. A term's tokens are a
+// phrase (<->), or with loose set, merely all present (&): the candidate
+// test for documents whose positions are not exact.
 func tsQuery(q store.ParsedQuery, loose bool) string {
 	term := func(t store.SearchTerm) string {
 		op := " <-> "
