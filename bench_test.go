@@ -11,14 +11,20 @@ import (
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/token"
 )
 
-// fill writes n messages of a tool-heavy session straight to the store.
+// fill writes n messages of a tool-heavy session straight to the store,
+// with their token counts as the engine's Append records them.
 func fill(b *testing.B, st store.Store, thread string, n int) {
 	ctx := context.Background()
+	c, err := token.Get(token.O200kBase)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var evs []store.Event
 	add := func(m message.Message) {
-		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m, At: time.Now()})
+		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m, At: time.Now(), Tokens: token.MessageTokens(c, m)})
 	}
 	add(message.NewText(message.System, "You are an agent."))
 	add(message.NewText(message.User, "Goal: fix INV-4401."))

@@ -99,7 +99,7 @@ func (s *State) fixed(r Request, recall bool) int {
 
 // Used returns the window's tokens for request r as it stands.
 func (s *State) Used(r Request) int {
-	return s.fixed(r, s.needsRecall()) + s.memTok + s.tailTok
+	return s.fixed(r, s.needsRecall()) + s.memTokens() + s.tailTok
 }
 
 func (s *State) windowMessages() int {
@@ -195,7 +195,7 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 		slices.Sort(p.Mask)
 	}
 	fixed := s.fixed(r, true)
-	used := fixed + s.memTok
+	used := fixed + s.memTokens()
 	for _, c := range cost {
 		used += c
 	}
@@ -245,7 +245,7 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 		}
 		return 12 + 40*min(turns, maxLines)
 	}
-	after := func(c int) int { return fixed + s.memTok + blockTok(c) + suffix[c] }
+	after := func(c int) int { return fixed + s.memTokens() + blockTok(c) + suffix[c] }
 	msgsAfter := func(c int) int { return len(s.head) + 1 + len(s.tail) - c }
 
 	if fixedTo > 0 {
@@ -304,7 +304,7 @@ func (s *State) finishPlan(p *Plan, chosen, fixed int, suffix []int, maxLines in
 		p.TokensBefore += it.cost()
 	}
 	p.Catalogue = Catalogue(p.Leaving, maxLines)
-	p.UsedAfter = fixed + s.memTok + s.sizer.Text(p.Catalogue) + 40 + suffix[chosen]
+	p.UsedAfter = fixed + s.memTokens() + s.sizer.Text(p.Catalogue) + 40 + suffix[chosen]
 	// Masks inside the leaving range are moot.
 	p.Mask = slices.DeleteFunc(p.Mask, func(q int64) bool { return q <= p.To })
 	return p
@@ -350,7 +350,7 @@ func (s *State) Build(r Request) (*Window, error) {
 		System:         r.SystemTokens,
 		Tools:          r.ToolsTokens,
 		Head:           s.headTok,
-		Memory:         s.memTok,
+		Memory:         s.memTokens(),
 		Tail:           s.tailTok,
 		ThreadMessages: s.messages,
 		ThreadTokens:   s.threadTokens,

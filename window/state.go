@@ -127,6 +127,7 @@ type State struct {
 	tail     []*Item
 
 	headTok, memTok, tailTok int
+	memStale                 bool // memTok must be recounted from memMsg
 	memMsg                   *message.Message
 	injected                 string // long-term memories shown in the memory block
 
@@ -469,12 +470,14 @@ func (s *State) rebuildMemory() {
 		}
 	}
 	if len(s.blocks) == 0 && s.injected == "" {
-		s.memMsg, s.memTok = nil, 0
+		s.memMsg, s.memTok, s.memStale = nil, 0, false
 		return
 	}
 	m := memoryMessage(s.blocks, s.injected)
 	s.memMsg = &m
-	s.memTok = s.sizer.Message(fmt.Sprintf("memory#%d", s.lastSeq), m)
+	// Counted when next needed: a replay rebuilds the block at every
+	// compaction event but asks its size once, at the end.
+	s.memStale = true
 }
 
 // rebuildOut renders the window anew; only compaction and masking call it.
@@ -507,4 +510,13 @@ func (s *State) SetPolicy(p Policy, budget int) error {
 	}
 	s.policy, s.budget = p, budget
 	return nil
+}
+
+// memTokens returns the memory block's tokens, counting it if it changed.
+func (s *State) memTokens() int {
+	if s.memStale {
+		s.memTok = s.sizer.Message(fmt.Sprintf("memory#%d", s.lastSeq), *s.memMsg)
+		s.memStale = false
+	}
+	return s.memTok
 }
