@@ -15,6 +15,7 @@ import (
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/memory"
 	"github.com/mnemehq/mneme/store/sqlite"
+	"github.com/mnemehq/mneme/token"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -298,5 +299,62 @@ func TestTwoManagersOneThread(t *testing.T) {
 	}
 	if want := 2 + 2*(40*2+1); msgs != want {
 		t.Fatalf("%d messages logged, want %d", msgs, want)
+	}
+}
+
+// A policy that moves the thread to a model with another tokenizer counts
+// from then on with it, and replay agrees.
+func TestPolicyChangesTokenizer(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "m.db")
+	m := openSQLite(t, path, smallPolicy())
+	th := m.Thread("default", "tok")
+	begin(ctx, t, th)
+	for n := 1; n <= 20; n++ {
+		if _, err := step(ctx, th, n, mneme.WindowOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := *smallPolicy()
+	p.Model = "claude-sonnet-4"
+	if err := th.SetPolicy(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var last *window.Window
+	for n := 21; n <= 60; n++ {
+		w, err := step(ctx, th, n, mneme.WindowOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Usage.Total > w.Usage.Budget {
+			t.Fatalf("over budget after the model change")
+		}
+		last = w
+	}
+	// Messages after the change are counted with Claude's (estimated)
+	// tokenizer, before it with o200k.
+	claude, _ := token.Get("claude")
+	o200k, _ := token.Get(token.O200kBase)
+	evs, _ := m.Store().Load(ctx, "default", "tok", 1, 0)
+	for _, e := range evs {
+		if e.Kind != store.KindMessage {
+			continue
+		}
+		want := token.MessageTokens(o200k, *e.Message)
+		if e.Seq > evs[len(evs)-1].Seq-10 {
+			want = token.MessageTokens(claude, *e.Message)
+		}
+		if e.Seq < 10 || e.Seq > evs[len(evs)-1].Seq-10 {
+			if e.Tokens != want {
+				t.Fatalf("seq %d counted %d tokens, want %d", e.Seq, e.Tokens, want)
+			}
+		}
+	}
+	w2, err := openSQLite(t, path, smallPolicy()).Thread("default", "tok").Window(ctx, mneme.WindowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w2.Usage.Total != last.Usage.Total {
+		t.Fatalf("replay counts %d tokens, live %d", w2.Usage.Total, last.Usage.Total)
 	}
 }

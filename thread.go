@@ -156,8 +156,19 @@ func (t *Thread) applyPolicy(ts *threadState, ev store.Event) error {
 	if p == ts.policy {
 		return nil
 	}
-	if err := ts.st.SetPolicy(p, t.budgetOf(p)); err != nil {
+	budget, c, err := t.m.modelInfo(p)
+	if err != nil {
 		return err
+	}
+	if err := ts.st.SetPolicy(p, budget); err != nil {
+		return err
+	}
+	// A model with another tokenizer counts what comes from now on with
+	// it; what is already counted (the log records message counts) stays.
+	if c.Name() != ts.tok {
+		ts.sz = sizer{cache: t.m.tokens, c: c}
+		ts.tok = c.Name()
+		ts.st.SetSizer(ts.sz)
 	}
 	ts.policy = p
 	return nil

@@ -520,3 +520,7 @@ func (s *State) memTokens() int {
 	}
 	return s.memTok
 }
+
+// SetSizer switches how the state counts tokens from now on (the policy
+// moved to a model with another tokenizer); counts already taken stay.
+func (s *State) SetSizer(sz Sizer) { s.sizer = sz }
