@@ -166,7 +166,7 @@ func TestTTL(t *testing.T) {
 	backends(t, func(t *testing.T, b store.Memories) {
 		ctx := context.Background()
 		m := memory.New(b, memory.Options{})
-		if _, err := m.Put(ctx, "a", []string{"tmp"}, "short", json.RawMessage(`"gone soon"`), 50*time.Millisecond); err != nil {
+		if _, err := m.Put(ctx, "a", []string{"tmp"}, "short", json.RawMessage(`"gone soon"`), time.Second); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := m.Put(ctx, "a", []string{"tmp"}, "long", json.RawMessage(`"stays"`), time.Hour); err != nil {
@@ -175,7 +175,9 @@ func TestTTL(t *testing.T) {
 		if it, err := m.Get(ctx, "a", []string{"tmp"}, "short"); err != nil || it.Expires.IsZero() {
 			t.Fatalf("fresh item: %+v %v", it, err)
 		}
-		time.Sleep(80 * time.Millisecond)
+		// A second of life: long enough to read it fresh on a loaded
+		// machine under -race, short enough to wait out.
+		time.Sleep(1200 * time.Millisecond)
 		if _, err := m.Get(ctx, "a", []string{"tmp"}, "short"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("expired item: %v", err)
 		}

@@ -39,11 +39,14 @@ func CallName(m message.Message, callID string) string {
 
 // CallNeedle returns text that the stored form (EncodeMessage) of a
 // message making the call callID contains, so a backend can pre-filter
-// candidate rows before decoding them. The id is spelled HTML-escaped, as
-// EncodeMessage does not: an id with <, > or & is not found.
+// candidate rows before decoding them.
 func CallNeedle(callID string) string {
-	idJSON, _ := json.Marshal(callID)
-	return `"tool_call_id":` + string(idJSON)
+	// Encoded as EncodeMessage stores it: without HTML escaping.
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(callID)
+	return `"tool_call_id":` + strings.TrimSuffix(b.String(), "\n")
 }
 
 // CallNameInRows returns the tool name of the call callID in the first of
