@@ -189,6 +189,7 @@ func TestReplicaKill(t *testing.T) {
 		t.Fatalf("thread %s: replica a is summarizing it, yet its compact lease is not held (owner %q, live %v, %v)", thread, owner, live, err)
 	}
 	ackedAtKill := r.acked()
+	killSeq := lastSeq(t, st, thread)
 	r.procs[0].kill()
 	killedAt := time.Now()
 	t.Logf("replica a SIGKILLed while summarizing thread %s under compact lease of %s", thread, owner)
@@ -218,11 +219,19 @@ func TestReplicaKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	expiredAt := time.Now()
-	evs, err := st.Load(ctx, tenant, thread, 1, 0)
+	expiredSeq := lastSeq(t, st, thread)
+	// Meanwhile b compacted the thread without the lease whenever its
+	// window no longer fitted (after waiting for the holder in vain).
+	evs, err := st.Load(ctx, tenant, thread, killSeq+1, int(expiredSeq-killSeq))
 	if err != nil {
 		t.Fatal(err)
 	}
-	expiredSeq := int64(len(evs))
+	withoutLease := 0
+	for _, ev := range evs {
+		if ev.Kind == store.KindCompacted {
+			withoutLease++
+		}
+	}
 
 	// b takes the lease over at its next compaction of the thread (and
 	// releases it after): the dead owner's row is gone and a compaction
@@ -268,8 +277,8 @@ func TestReplicaKill(t *testing.T) {
 	if ackedAlone == 0 {
 		t.Error("no request was answered while replica a was dead")
 	}
-	t.Logf("%d agents, 2 replicas, a killed after %s: %d requests acknowledged (%d by b alone in the %s after the kill); thread %s's lease of dead %s expired after %s (%s) and was taken over by %s, which compacted at seq %d (%s after expiry); %d acknowledged messages checked: %d duplicates, %d missing, %d unacknowledged; %d threads, %d gaps; %d compactions (a %d, b %d with %d calls), %d overlapping; %s",
-		len(r.agents), killedAt.Sub(began).Round(time.Millisecond), r.acked(), ackedAlone, phase, thread, owner, expiredAt.Sub(killedAt).Round(time.Second), map[bool]string{true: "its TTL", false: "expired in the database"}[*realExpiry], takenBy, takeoverSeq, time.Since(expiredAt).Round(time.Millisecond),
+	t.Logf("%d agents, 2 replicas, a killed after %s: %d requests acknowledged (%d by b alone in the %s after the kill); thread %s's lease of dead %s expired after %s (%s; meanwhile b compacted the thread %d times without it) and was taken over by %s, which compacted at seq %d (%s after expiry); %d acknowledged messages checked: %d duplicates, %d missing, %d unacknowledged; %d threads, %d gaps; %d compactions (a %d, b %d with %d calls), %d overlapping; %s",
+		len(r.agents), killedAt.Sub(began).Round(time.Millisecond), r.acked(), ackedAlone, phase.Round(time.Millisecond), thread, owner, expiredAt.Sub(killedAt).Round(time.Second), map[bool]string{true: "its TTL", false: "expired in the database"}[*realExpiry], withoutLease, takenBy, takeoverSeq, time.Since(expiredAt).Round(time.Millisecond),
 		n.messages, n.duplicates, n.missing, n.extra, n.threads, n.gaps, n.compactions, n.observed[summarizerModel("a")], events, calls, n.overlaps, time.Since(began).Round(time.Millisecond))
 }
 
@@ -281,4 +290,14 @@ func compactLease(ctx context.Context, db *pgx.Conn, thread string) (owner strin
 		return "", false, nil
 	}
 	return owner, live, err
+}
+
+// lastSeq returns the thread's last seq.
+func lastSeq(t *testing.T, st store.Store, thread string) int64 {
+	t.Helper()
+	evs, err := st.Load(context.Background(), tenant, thread, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(len(evs))
 }
