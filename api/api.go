@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/memory"
@@ -653,6 +654,10 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		return nil, fmt.Errorf("%w: body: %w", errBadRequest, err)
+	}
+	if !utf8.Valid(b) {
+		// JSON text is UTF-8; a decoder would silently replace what is not.
+		return nil, fmt.Errorf("%w: the body is not valid UTF-8", errBadRequest)
 	}
 	if !json.Valid(b) {
 		return nil, fmt.Errorf("%w: the body is not valid JSON", errBadRequest)

@@ -70,7 +70,14 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 		writeError(w, api, http.StatusBadRequest, "could not read the request body: "+err.Error())
 		return
 	}
+	if err := checkBody(body); err != nil {
+		writeError(w, api, http.StatusBadRequest, err.Error())
+		return
+	}
 	req, err := parseRequest(body)
+	if err == nil {
+		err = checkFields(req)
+	}
 	if err != nil {
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return
@@ -87,6 +94,10 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 	case ModeAppend:
 	default:
 		writeError(w, api, http.StatusBadRequest, HeaderMode+": want resend or append, got "+strconv.Quote(mode))
+		return
+	}
+	if err := checkConversation(msgs, mode, api); err != nil {
+		writeError(w, api, http.StatusBadRequest, err.Error())
 		return
 	}
 	id := r.Header.Get(HeaderThread)

@@ -23,6 +23,7 @@ import (
 	"github.com/mnemehq/mneme/embed"
 	"github.com/mnemehq/mneme/internal/fakellm"
 	"github.com/mnemehq/mneme/mcpserver"
+	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/server"
 	"github.com/mnemehq/mneme/store"
@@ -253,3 +254,13 @@ func (r *rig) snapshot(t testing.TB, tenants ...string) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// messagesOf returns a thread's logged messages.
+func (r *rig) messagesOf(t testing.TB, tenant, thread string) []message.Message {
+	t.Helper()
+	msgs, err := r.m.Thread(tenant, thread).Messages(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}

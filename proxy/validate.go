@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/mnemehq/mneme/message"
+)
+
+// Request checks the codecs leave to the proxy. A request that fails one
+// is answered 400 before anything reaches the log, so that a rejected
+// request leaves the store as it was; the rules are those the upstream APIs
+// apply, so nothing valid upstream is refused here.
+
+// Bounds of a request the proxy accepts.
+const (
+	// MaxNesting bounds how deeply a request body's arrays and objects
+	// nest (encoding/json stops at 10,000; no real request comes close).
+	MaxNesting = 512
+	// MaxModelBytes bounds the model name.
+	MaxModelBytes = 256
+)
+
+var (
+	errInvalidUTF8 = errors.New("the request body is not valid UTF-8")
+	errTooDeep     = fmt.Errorf("the request body nests deeper than %d levels", MaxNesting)
+	errNoMessage   = errors.New("messages: at least one message is required")
+)
+
+// checkBody checks the body's bytes: valid UTF-8 (JSON text must be; a
+// decoder would silently replace what is not, and the log would keep
+// something the client never sent) and a sane nesting depth.
+func checkBody(body []byte) error {
+	if !utf8.Valid(body) {
+		return errInvalidUTF8
+	}
+	if nestingDepth(body) > MaxNesting {
+		return errTooDeep
+	}
+	return nil
+}
+
+// nestingDepth returns how deeply body's arrays and objects nest, strings
+// skipped (an unbalanced body is the parser's business).
+func nestingDepth(b []byte) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i) - 1
+		case '{', '[':
+			depth++
+			deepest = max(deepest, depth)
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// checkFields checks the types of the fields the proxy reads besides the
+// conversation: what it would otherwise misread as absent.
+func checkFields(req *object) error {
+	if v := req.get("model"); v != nil {
+		if len(v) == 0 || v[0] != '"' {
+			return errors.New("model: want a string")
+		}
+		if len(req.str("model")) > MaxModelBytes {
+			return fmt.Errorf("model: longer than %d bytes", MaxModelBytes)
+		}
+	}
+	if v := req.get("stream"); v != nil && string(v) != "true" && string(v) != "false" && string(v) != "null" {
+		return errors.New("stream: want a boolean")
+	}
+	if v := req.get("tools"); v != nil && string(v) != "null" && (len(v) == 0 || v[0] != '[') {
+		return errors.New("tools: want an array")
+	}
+	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+		if v := req.get(k); v != nil && string(v) != "null" && !isInteger(v) {
+			return fmt.Errorf("%s: want an integer", k)
+		}
+	}
+	return nil
+}
+
+func isInteger(v []byte) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 18 {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkConversation checks the tool pairing rules both APIs enforce: every
+// tool call has an id, no id is used twice, every result names a call and
+// answers it once. In resend mode the request holds the whole history, so
+// a result must answer a call earlier in the request; in append mode the
+// call may be in the log already.
+func checkConversation(msgs []message.Message, mode string, api API) error {
+	conversation := 0
+	for i := range msgs {
+		if msgs[i].Role != message.System {
+			conversation++
+		}
+	}
+	if len(msgs) == 0 || api == Anthropic && conversation == 0 {
+		return errNoMessage
+	}
+	calls := map[string]bool{} // id -> answered
+	for i := range msgs {
+		for _, p := range msgs[i].Parts {
+			switch p.Type {
+			case message.ToolCall:
+				if p.ToolCallID == "" {
+					return fmt.Errorf("messages[%d]: a tool call without an id", i)
+				}
+				if _, dup := calls[p.ToolCallID]; dup {
+					return fmt.Errorf("messages[%d]: tool call id %q is used twice", i, p.ToolCallID)
+				}
+				calls[p.ToolCallID] = false
+			case message.ToolResult:
+				if p.ToolCallID == "" {
+					return fmt.Errorf("messages[%d]: a tool result without a call id", i)
+				}
+				answered, known := calls[p.ToolCallID]
+				switch {
+				case answered:
+					return fmt.Errorf("messages[%d]: tool call %q is answered twice", i, p.ToolCallID)
+				case !known && mode == ModeResend:
+					return fmt.Errorf("messages[%d]: tool result for %q, which no earlier message calls", i, p.ToolCallID)
+				}
+				calls[p.ToolCallID] = true
+			}
+		}
+	}
+	return nil
+}
