@@ -708,7 +708,7 @@ func (a *API) search(w http.ResponseWriter, r *http.Request) {
 	if hits == nil {
 		hits = []store.Hit{}
 	}
-	writeJSON(w, http.StatusOK, SearchResult{Hits: hits})
+	writeJSON(w, http.StatusOK, SearchResult{Hits: RankScores(hits)})
 }
 
 func (a *API) read(w http.ResponseWriter, r *http.Request) {
@@ -763,6 +763,7 @@ func (a *API) searchMemory(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		items, err = a.mem.Search(r.Context(), tenant, namespace(r), q, filter, int(limit))
+		items = RankItemScores(items)
 	}
 	if err != nil {
 		a.fail(w, r, err)

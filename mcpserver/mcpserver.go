@@ -211,7 +211,7 @@ func (t *tools) server(tenant string) *mcp.Server {
 			if hits == nil {
 				hits = []store.Hit{}
 			}
-			return nil, map[string]any{"hits": hits}, nil
+			return nil, map[string]any{"hits": api.RankScores(hits)}, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: ToolRead, Description: "Read a logged message by ref (as search results and placeholders name it), one page at a time: the page says where the next one starts."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn) (*mcp.CallToolResult, any, error) {
@@ -248,7 +248,7 @@ func (t *tools) server(tenant string) *mcp.Server {
 				return nil, nil, toolErr(err)
 			}
 			out := []MemoryItem{}
-			for _, it := range items {
+			for _, it := range api.RankItemScores(items) {
 				out = append(out, itemOf(it))
 			}
 			return nil, map[string]any{"items": out}, nil

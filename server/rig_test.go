@@ -55,6 +55,7 @@ type rigOpts struct {
 	llmOpts     []fakellm.Option
 	pxConfig    func(*proxy.Config)
 	mConfig     func(c *mneme.Config, llmURL string)
+	wrap        func(store.Store) store.Store // what the engine sees of the store
 }
 
 // backendsUnderTest are the durable backends every matrix runs on.
@@ -134,7 +135,11 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	r.st = st
 	r.llm = fakellm.Start(o.llmOpts...)
 	pol := testPolicy(o.budget)
-	cfg := mneme.Config{Store: st, Policy: &pol, Logger: quiet}
+	engineStore := st
+	if o.wrap != nil {
+		engineStore = o.wrap(st)
+	}
+	cfg := mneme.Config{Store: engineStore, Policy: &pol, Logger: quiet}
 	if o.embedder {
 		cfg.Embedder = &embed.OpenAI{BaseURL: r.llm.URL() + "/v1", EmbeddingModel: "fake-embed"}
 	}
