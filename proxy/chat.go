@@ -279,7 +279,12 @@ func (x *exchange) run(ctx context.Context, stream bool) int {
 		}
 		calls, client := splitCalls(reply)
 		if len(calls) == 0 {
-			x.record(ctx, reply)
+			// I1: a reply the log could not keep is not acknowledged; the
+			// client retries and the model answers again.
+			if err := x.record(ctx, reply); err != nil {
+				x.p.engineError(x.w, api, err)
+				return http.StatusInternalServerError
+			}
 			writeBody(x.w, resp, body)
 			return resp.StatusCode
 		}
@@ -293,7 +298,10 @@ func (x *exchange) run(ctx context.Context, stream bool) int {
 			return http.StatusInternalServerError
 		}
 		if !again {
-			x.record(ctx, append([]message.Message{reply}, results...)...)
+			if err := x.record(ctx, append([]message.Message{reply}, results...)...); err != nil {
+				x.p.engineError(x.w, api, err)
+				return http.StatusInternalServerError
+			}
 			if body, err = x.d.strip(body); err != nil {
 				x.p.engineError(x.w, api, err)
 				return http.StatusInternalServerError
@@ -329,12 +337,14 @@ func (x *exchange) answer(ctx context.Context, calls []message.Part) ([]message.
 
 // record appends the reply (and what goes with it) to the log before the
 // client gets it, so that the client's next request finds it there.
-func (x *exchange) record(ctx context.Context, msgs ...message.Message) {
+func (x *exchange) record(ctx context.Context, msgs ...message.Message) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	if _, err := x.s.thread.Append(ctx, msgs...); err != nil {
+	_, err := x.s.thread.Append(ctx, msgs...)
+	if err != nil {
 		x.p.log.Error("proxy: recording the reply", "tenant", x.s.tenant, "thread", x.s.id, "err", err)
 	}
+	return err
 }
 
 func setMeta(m map[string]string, key string) map[string]string {

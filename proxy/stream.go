@@ -250,7 +250,7 @@ func (x *exchange) recordStreamed(ctx context.Context, st streamState, partial b
 		if len(msg.Parts) == 0 {
 			return // nothing came
 		}
-		x.record(ctx, msg)
+		_ = x.record(ctx, msg) // already streamed: a failure is logged
 		return
 	}
 	out := []message.Message{msg}
@@ -261,5 +261,7 @@ func (x *exchange) recordStreamed(ctx context.Context, st streamState, partial b
 		}
 		out = append(out, results...)
 	}
-	x.record(ctx, out...)
+	// Already streamed to the client: a failure to log it is logged (the
+	// headers, and so the status, went out with the first chunk).
+	_ = x.record(ctx, out...)
 }

@@ -63,6 +63,7 @@ type serveOptions struct {
 	summarizerAPI   string
 	summarizerModel string
 	summarizerKey   string
+	summarizerWait  time.Duration
 	buffer          bool
 
 	shutdownTimeout time.Duration
@@ -159,6 +160,7 @@ only a loopback --addr is allowed unless --insecure.
 	f.StringVar(&o.summarizerAPI, "summarizer-api", "openai", "the summarizer's API: openai or anthropic")
 	f.StringVar(&o.summarizerModel, "summarizer-model", "", "model that writes observations (empty: deterministic, no model)")
 	f.StringVar(&o.summarizerKey, "summarizer-key", "", "the summarizer's API key (default: --openai-key)")
+	f.DurationVar(&o.summarizerWait, "summarizer-timeout", 60*time.Second, "how long a summarizer call may take before the deterministic fallback runs; leases on a thread's compaction last twice that plus 10 s")
 	f.BoolVar(&o.buffer, "buffer", true, "compute observations in the background before the trigger (with a summarizer model)")
 
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long a shutdown waits for requests in flight")
@@ -342,7 +344,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	if err != nil {
 		return err
 	}
-	sum := compact.LLMConfig{Model: o.summarizerModel, API: o.summarizerAPI, URL: o.summarizerURL, APIKey: o.summarizerKey}
+	sum := compact.LLMConfig{Model: o.summarizerModel, API: o.summarizerAPI, URL: o.summarizerURL, APIKey: o.summarizerKey, Timeout: o.summarizerWait}
 	if sum.Model != "" {
 		if sum.URL == "" {
 			sum.URL = o.openaiUpstream
