@@ -135,6 +135,8 @@ type Manager struct {
 	mu      sync.Mutex
 	threads map[threadKey]*threadState
 	tick    uint64
+
+	purge purgeState // background purges after deletions (retention.go)
 }
 
 type threadKey struct{ tenant, id string }

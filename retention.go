@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/mnemehq/mneme/store"
@@ -101,6 +102,11 @@ func (m *Manager) SweepRetention(ctx context.Context, maxAge time.Duration) (int
 			break
 		}
 	}
+	if n > 0 {
+		if err := m.Purge(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return n, errors.Join(errs...)
 }
 
@@ -133,4 +139,53 @@ func (m *Manager) RunRetention(ctx context.Context, maxAge, interval time.Durati
 		case <-tick.C:
 		}
 	}
+}
+
+// purgeState coalesces purge requests: one purge runs at a time, and a
+// request made while it runs makes it run once more.
+type purgeState struct {
+	mu               sync.Mutex
+	running, pending bool
+}
+
+// Purge rewrites the store's files so that what was deleted is gone from
+// them too, when the store can hold stale copies (store.Purger, found
+// through wrappers); otherwise it does nothing.
+func (m *Manager) Purge(ctx context.Context) error {
+	p, ok := store.As[store.Purger](m.store)
+	if !ok {
+		return nil
+	}
+	return p.Purge(ctx)
+}
+
+// PurgeSoon runs Purge in the background (a job Close waits for), after a
+// deletion that must reach the files: an erasure answers at once and the
+// bytes follow within the time one purge takes.
+func (m *Manager) PurgeSoon() {
+	if _, ok := store.As[store.Purger](m.store); !ok || m.bg.Err() != nil {
+		return
+	}
+	m.purge.mu.Lock()
+	defer m.purge.mu.Unlock()
+	if m.purge.running {
+		m.purge.pending = true
+		return
+	}
+	m.purge.running = true
+	m.goJob(func() {
+		for {
+			if err := m.Purge(m.bg); err != nil && m.bg.Err() == nil {
+				m.log.Error("purge after a deletion", "err", err)
+			}
+			m.purge.mu.Lock()
+			if !m.purge.pending || m.bg.Err() != nil {
+				m.purge.running = false
+				m.purge.mu.Unlock()
+				return
+			}
+			m.purge.pending = false
+			m.purge.mu.Unlock()
+		}
+	})
 }

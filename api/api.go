@@ -482,6 +482,7 @@ func (a *API) deleteThread(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.hist.Forget(tenant, id)
+	a.m.PurgeSoon() // erasure: the deleted bytes leave the store's files too
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -808,6 +809,7 @@ func (a *API) deleteMemory(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	a.m.PurgeSoon()
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -821,6 +823,9 @@ func (a *API) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.fail(w, r, err)
 		return
+	}
+	if n > 0 {
+		a.m.PurgeSoon()
 	}
 	writeJSON(w, http.StatusOK, Deleted{Deleted: n})
 }

@@ -69,6 +69,10 @@ type timedStore struct {
 	m *Metrics
 }
 
+// Unwrap implements store.Unwrapper: the optional interfaces this wrapper
+// does not list (store.Purger) are found on the wrapped store.
+func (s *timedStore) Unwrap() store.Store { return s.Store }
+
 func (s *timedStore) observe(op string, start time.Time, err error) {
 	outcome := "ok"
 	switch {

@@ -308,6 +308,15 @@ func (lu *logUnits) catchUp(ctx context.Context, st store.Store, tenant, id stri
 	return nil
 }
 
+// resetIfShrunk forgets the projection when the log is now shorter than
+// it: the thread was deleted (by the API or the retention sweeper) and
+// perhaps begun again, so the projection is rebuilt from the log.
+func (lu *logUnits) resetIfShrunk(ctx context.Context, st store.Store, tenant, id string) {
+	if n, err := st.LastSeq(ctx, tenant, id); err == nil && n < lu.lastSeq {
+		lu.b, lu.lastSeq = unitBuilder{}, 0
+	}
+}
+
 // session is one request's place in its thread.
 type session struct {
 	tenant     string
@@ -365,6 +374,9 @@ func (p *Proxy) open(ctx context.Context, tenant, id, mode string, msgs []messag
 			}
 			s.thread = p.m.Thread(tenant, s.id)
 			_, w, err := s.thread.AppendWindowAt(ctx, lu.lastSeq, fresh, opts)
+			if errors.Is(err, store.ErrConflict) {
+				lu.resetIfShrunk(ctx, p.store, tenant, s.id)
+			}
 			lu.mu.Unlock()
 			if errors.Is(err, store.ErrConflict) && conflicts < maxConflicts {
 				// Another writer (a replica) moved the log since it was

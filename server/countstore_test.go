@@ -149,3 +149,6 @@ func (c *countingStore) SearchVectors(ctx context.Context, tenant string, q stor
 	c.count("search_vectors", err)
 	return out, err
 }
+
+// Unwrap implements store.Unwrapper.
+func (c *countingStore) Unwrap() store.Store { return c.Store }

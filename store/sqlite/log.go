@@ -364,11 +364,22 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 	return nil
 }
 
-// checkpoint copies the WAL into the database and truncates it. It is best
-// effort: a long-running reader can keep part of the WAL alive, and the next
-// checkpoint will finish the job.
+// checkpoint copies the WAL into the database and truncates it, so that
+// deleted bytes (zeroed by secure_delete) reach the file and leave the WAL.
+// A reader of an older snapshot makes it report busy: it tries again a few
+// times, then gives up; the next checkpoint finishes the job.
 func (s *Store) checkpoint(ctx context.Context) {
-	s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	for try := 0; try < 10; try++ {
+		var busy, frames, done int
+		if err := s.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(try+1) * 10 * time.Millisecond):
+		}
+	}
 }
 
 // EventByRef implements store.Log.

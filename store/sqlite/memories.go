@@ -243,5 +243,8 @@ func (s *Store) DeleteNamespace(ctx context.Context, tenant string, prefix []str
 		n, err = res.RowsAffected()
 		return err
 	})
+	if err == nil && n > 0 {
+		s.checkpoint(ctx) // erasure: the deleted bytes leave the WAL and the file
+	}
 	return int(n), err
 }
