@@ -163,6 +163,9 @@ func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 	if end <= start {
 		return
 	}
+	if !m.tryJobSlot() {
+		return // no slot: the trigger's compaction happens on the request path
+	}
 	// The job gets copies: the state goes on changing under the lock.
 	items := make([]*window.Item, end-start)
 	for i, it := range tail[start:end] {
@@ -177,6 +180,7 @@ func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 		Counter: ts.sz.c,
 	}
 	m.goJob(func() {
+		defer m.releaseJobSlot()
 		defer cancel()
 		// One replica buffers a thread at a time: another one holding the
 		// lease means its observation will reach this one through the log.
@@ -391,10 +395,14 @@ func (t *Thread) startReflect(ts *threadState) bool {
 	if len(blocks) == 0 || total <= threshold {
 		return false
 	}
+	if !m.tryJobSlot() {
+		return false // the next compaction tries again (compactLocked reflects inline when full)
+	}
 	jobCtx, cancel := context.WithCancel(m.bg)
 	ts.buf.running, ts.buf.reflecting, ts.buf.cancel = true, true, cancel
 	in := ReflectInput{Tenant: t.tenant, Thread: t.id, Blocks: blocks, Target: threshold / 2, Policy: ts.policy, Counter: ts.sz.c}
 	m.goJob(func() {
+		defer m.releaseJobSlot()
 		defer cancel()
 		d, err := m.reflector.Reflect(jobCtx, in)
 		ok := err == nil && jobCtx.Err() == nil && strings.TrimSpace(d.Text) != ""

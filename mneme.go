@@ -17,6 +17,7 @@
 package mneme
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,6 +94,10 @@ type Config struct {
 	// MaxThreads bounds how many threads keep a materialised window in
 	// memory (default 10,000); others are rebuilt from the log on use.
 	MaxThreads int
+	// MaxBackgroundJobs bounds the background observations and reflections
+	// running at once (default DefaultMaxBackgroundJobs); beyond it the
+	// work happens on the request path (see jobs.go).
+	MaxBackgroundJobs int
 }
 
 // CompactEvent reports one compaction or reflection.
@@ -121,11 +126,12 @@ type Manager struct {
 	cfg       Config
 
 	// Background jobs (buffering): bg ends them on Close, jobs waits for them.
-	bg      context.Context
-	stopBg  context.CancelFunc
-	jobs    sync.WaitGroup
-	running atomic.Int32
-	log     *slog.Logger
+	bg       context.Context
+	stopBg   context.CancelFunc
+	jobs     sync.WaitGroup
+	running  atomic.Int32
+	jobSlots chan struct{} // bounds buffering and reflection jobs (jobs.go)
+	log      *slog.Logger
 
 	recall     *recall.Recall
 	memory     *memory.Store
@@ -190,6 +196,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		m.buffering = cfg.Buffer
 	}
 	m.bg, m.stopBg = context.WithCancel(context.Background())
+	m.jobSlots = make(chan struct{}, cmp.Or(max(cfg.MaxBackgroundJobs, 0), DefaultMaxBackgroundJobs))
 	m.startRecall()
 	m.tokens = token.NewCache()
 	m.threads = map[threadKey]*threadState{}

@@ -611,7 +611,7 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 		}
 	}
 	ts.buf.prune(ts.st)
-	if t.m.buffering {
+	if t.m.buffering && !t.m.jobsFull() {
 		t.startReflect(ts) // the model condenses in the background
 	} else if r, err := t.reflectLocked(ctx, ts); err != nil {
 		return nil, err

@@ -160,7 +160,11 @@ func (p *Proxy) Handler() http.Handler {
 		case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
 			p.serveChat(w, r, anthropicDialect{})
 		default:
-			p.forward.ServeHTTP(w, r)
+			// Bounded like the model routes: a pass-through upstream that
+			// stalls mid-body does not hold the request forever.
+			ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
+			defer cancel()
+			p.forward.ServeHTTP(w, r.WithContext(ctx))
 		}
 	})
 }

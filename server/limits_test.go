@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -154,5 +156,45 @@ func TestTenantConcurrencyLimit(t *testing.T) {
 	wg.Wait()
 	if status, _, body := r.do(t, "POST", "/v1/chat/completions", "key-a", chatBody("user", "after the burst"), proxy.HeaderThread, "later"); status != 200 {
 		t.Errorf("tenant A after its requests finished: %d %s", status, body)
+	}
+}
+
+// TestOutboundTimeouts: every call the proxy makes upstream is bounded by
+// UpstreamTimeout: a model route whose upstream never answers, a stream
+// that stalls after its first chunks, and a pass-through route whose
+// upstream sends headers and then stalls.
+func TestOutboundTimeouts(t *testing.T) {
+	stall := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		_, _ = w.Write([]byte(`{"data":[`))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	up := httptest.NewServer(stall)
+	defer up.Close()
+	r := startRig(t, rigOpts{pxConfig: func(c *proxy.Config) {
+		c.UpstreamTimeout = 300 * time.Millisecond
+		c.OpenAIUpstream = up.URL
+	}})
+	// The pass-through's headers came, then its body stalls: the proxy
+	// ends the response at the deadline (the client sees a cut body).
+	start := time.Now()
+	resp, err := http.Get(r.url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if d := time.Since(start); d > 5*time.Second || err == nil {
+		t.Errorf("the stalled pass-through ended after %v with %v", d, err)
+	}
+	start = time.Now()
+	status, _, b := r.do(t, "POST", "/v1/chat/completions", "", chatBody("user", "hi"))
+	if d := time.Since(start); d > 5*time.Second || status < 500 {
+		t.Errorf("the model route took %v: %d %.200s", d, status, b)
 	}
 }
