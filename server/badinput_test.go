@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mnemehq/mneme/api"
 	"github.com/mnemehq/mneme/proxy"
@@ -166,6 +167,7 @@ func checkErrorShape(t *testing.T, path string, body []byte) {
 // message appends only that message.
 func TestHugeHistory(t *testing.T) {
 	r := startRig(t, rigOpts{backend: "sqlite", budget: 128000})
+	r.timeout = 10 * time.Minute // the race detector makes it a minute
 	var b strings.Builder
 	b.WriteString(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"s"}`)
 	for i := 0; i < 100000; i++ {

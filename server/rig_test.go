@@ -44,6 +44,7 @@ type rig struct {
 	px      *proxy.Proxy
 	api     *api.API
 	stop    func()
+	timeout time.Duration // of do's requests; default a minute
 }
 
 type rigOpts struct {
@@ -214,7 +215,11 @@ func (r *rig) do(t testing.TB, method, path, key, body string, hdr ...string) (i
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	timeout := r.timeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
