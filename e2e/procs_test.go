@@ -3,14 +3,10 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/mnemehq/mneme/store/postgres/pgtest"
 )
 
 // The binary is built once per test run, into a directory TestMain removes.
@@ -291,44 +287,4 @@ func tail(path string, n int) string {
 // postgresDSN returns MNEME_TEST_POSTGRES with search_path set to a schema
 // of the test's own, dropped when the test ends. Without the variable the
 // test skips, except under CI=true, where PostgreSQL parts must run.
-func postgresDSN(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv("MNEME_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but MNEME_TEST_POSTGRES is unset: the PostgreSQL parts must run in CI (scripts/test starts PostgreSQL and exports it)")
-		}
-		t.Skip("MNEME_TEST_POSTGRES is unset (scripts/test starts PostgreSQL and sets it)")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "mneme_e2e_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to MNEME_TEST_POSTGRES: %v", err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func postgresDSN(t testing.TB) string { return pgtest.DSN(t, "mneme_e2e") }

@@ -2,21 +2,17 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/mnemehq/mneme/store/postgres/pgtest"
 
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/api"
@@ -65,47 +61,7 @@ var backendsUnderTest = []string{"sqlite", "postgres"}
 // postgresDSN returns a DSN on a fresh schema of MNEME_TEST_POSTGRES,
 // dropped when the test ends. Without the variable the test skips, but
 // under CI=true it fails: PostgreSQL tests must run there.
-func postgresDSN(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv("MNEME_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but MNEME_TEST_POSTGRES is unset: PostgreSQL tests must run in CI")
-		}
-		t.Skip("MNEME_TEST_POSTGRES is unset (scripts/test starts PostgreSQL and sets it)")
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "mneme_srv_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to MNEME_TEST_POSTGRES: %v", err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func postgresDSN(t testing.TB) string { return pgtest.DSN(t, "mneme_srv") }
 
 func startRig(t testing.TB, o rigOpts) *rig {
 	t.Helper()

@@ -2,8 +2,6 @@ package dsn
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/url"
 	"os"
@@ -12,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/mnemehq/mneme/store/postgres/pgtest"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
@@ -107,37 +105,11 @@ func TestOpenPostgresUnreachable(t *testing.T) {
 // it returns a working *postgres.Store, in a schema of the test's own; a
 // wrong password is an error that does not contain it.
 func TestOpenPostgres(t *testing.T) {
-	base := os.Getenv("MNEME_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but MNEME_TEST_POSTGRES is unset: PostgreSQL tests must run in CI")
-		}
-		t.Skip("MNEME_TEST_POSTGRES is unset (scripts/test starts PostgreSQL and sets it)")
-	}
 	ctx := context.Background()
-	u, err := url.Parse(base)
+	u, err := url.Parse(pgtest.DSN(t, "mneme_dsn"))
 	if err != nil {
 		t.Fatalf("MNEME_TEST_POSTGRES does not parse: %v", err)
 	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "mneme_dsn_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to MNEME_TEST_POSTGRES: %v", err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if _, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	}()
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
 
 	s, err := Open(ctx, u.String())
 	if err != nil {

@@ -2,16 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/mnemehq/mneme/store/postgres/pgtest"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
@@ -24,54 +20,11 @@ var ctx = context.Background()
 // baseDSN returns MNEME_TEST_POSTGRES. Without it the test skips, except
 // under CI (CI=true), where PostgreSQL tests must run: scripts/test starts
 // the server and exports the DSN.
-func baseDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("MNEME_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but MNEME_TEST_POSTGRES is unset: PostgreSQL tests must run in CI (scripts/test starts PostgreSQL and exports it)")
-		}
-		t.Skip("MNEME_TEST_POSTGRES is unset (scripts/test starts PostgreSQL and sets it)")
-	}
-	return dsn
-}
+func baseDSN(t testing.TB) string { return pgtest.Base(t) }
 
 // freshDSN creates a schema of its own for the test and returns a DSN whose
 // search_path is that schema; the schema is dropped when the test ends.
-func freshDSN(t testing.TB) string {
-	t.Helper()
-	base := baseDSN(t)
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "mneme_t_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to MNEME_TEST_POSTGRES: %v", err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func freshDSN(t testing.TB) string { return pgtest.DSN(t, "mneme_t") }
 
 func open(t testing.TB) *postgres.Store {
 	t.Helper()
