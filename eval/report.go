@@ -66,7 +66,7 @@ func WriteChartSVG(out io.Writer, r *BenchReport) error {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", x(c), h-bottom+18, c+1)
 	}
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">model call</text>`+"\n", left+pw/2, h-10)
-	fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black" stroke-dasharray="6 4"/><text x="%.1f" y="%.1f">usable budget %d</text>`+"\n", left, left+pw, y(r.UsableTokens), y(r.UsableTokens), left+pw+6, y(r.UsableTokens)+4, r.UsableTokens)
+	fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black" stroke-dasharray="6 4"/><text x="%.1f" y="%.1f" text-anchor="end">usable budget %d</text>`+"\n", left, left+pw, y(r.UsableTokens), y(r.UsableTokens), left+pw-4, y(r.UsableTokens)-4, r.UsableTokens)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`+"\n", left, top, pw, ph)
 	for i, rec := range r.Records {
 		if len(rec.WindowTokens) == 0 {
