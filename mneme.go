@@ -29,6 +29,7 @@ import (
 	"github.com/mnemehq/mneme/compact"
 	"github.com/mnemehq/mneme/embed"
 	"github.com/mnemehq/mneme/memory"
+	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/recall"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/dsn"
@@ -306,8 +307,10 @@ type sizer struct {
 	c     token.Counter
 }
 
-func (s sizer) Message(key string, msg messageT) int { return s.cache.MessageTokens(s.c, key, msg) }
-func (s sizer) Text(t string) int                    { return s.c.Count(t) }
+func (s sizer) Message(key string, msg message.Message) int {
+	return s.cache.MessageTokens(s.c, key, msg)
+}
+func (s sizer) Text(t string) int { return s.c.Count(t) }
 
 // retryConflicts bounds how often an append retries on a moving tail.
 const retryConflicts = 50

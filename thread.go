@@ -15,8 +15,6 @@ import (
 	"github.com/mnemehq/mneme/window"
 )
 
-type messageT = message.Message
-
 // Thread is a handle on one conversation of a tenant. Methods are safe for
 // concurrent use; calls on one thread are serialised in this process and
 // made safe across processes by the log's optimistic concurrency.
