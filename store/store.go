@@ -81,7 +81,7 @@ type ThreadInfo struct {
 // Page asks for one page of a listing. Cursor is opaque ("" = first page).
 type Page struct {
 	Cursor string
-	Limit  int // <= 0 means the backend's default (50)
+	Limit  int // <= 0: DefaultPageSize (50); at most MaxPageSize (1000); see Page.Size
 }
 
 // Log is the durable, append-only thread log.

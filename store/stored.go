@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mnemehq/mneme/message"
 )
@@ -67,4 +68,52 @@ func CallNameInRows(rows interface {
 		}
 	}
 	return ""
+}
+
+// Size is the page size every backend serves for p: Limit, DefaultPageSize
+// when it is unset, never more than MaxPageSize.
+func (p Page) Size() int {
+	if p.Limit <= 0 {
+		return DefaultPageSize
+	}
+	return min(p.Limit, MaxPageSize)
+}
+
+// Page sizes of Threads.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 1000
+)
+
+// Nanos and FromNanos are how the SQL backends store times: UTC Unix
+// nanoseconds in an integer column, exact (PostgreSQL's timestamptz keeps
+// only microseconds) and sortable; 0 stands for the zero time.
+func Nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// FromNanos is the inverse of Nanos.
+func FromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// ThreadCols are the columns of the SQL backends' threads table that
+// ScanThread reads, in its order.
+const ThreadCols = `id, last_seq, messages, tokens, created, updated`
+
+// ScanThread reads one row of ThreadCols (database/sql and pgx rows alike).
+func ScanThread(sc interface{ Scan(...any) error }) (ThreadInfo, error) {
+	var (
+		ti               ThreadInfo
+		created, updated int64
+	)
+	err := sc.Scan(&ti.ID, &ti.Events, &ti.Messages, &ti.Tokens, &created, &updated)
+	ti.Created, ti.Updated = FromNanos(created), FromNanos(updated)
+	return ti, err
 }

@@ -327,10 +327,7 @@ func (s *Store) Threads(ctx context.Context, tenantID string, p store.Page) ([]s
 	if err := store.CheckScope(tenantID, "-"); err != nil {
 		return nil, "", err
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 50
-	}
+	limit := p.Size()
 	var (
 		curAt time.Time
 		curID string

@@ -77,7 +77,7 @@ func (r row) ref() *string {
 
 // values are the row's columns in insertCols order.
 func (r row) values(tenant, thread string) []any {
-	return []any{tenant, thread, r.ev.Seq, string(r.ev.Kind), nanos(r.ev.At), r.ref(), r.role(), r.tool,
+	return []any{tenant, thread, r.ev.Seq, string(r.ev.Kind), store.Nanos(r.ev.At), r.ref(), r.role(), r.tool,
 		r.ev.Tokens, r.json, r.data, r.terms, r.lossy}
 }
 
@@ -159,7 +159,7 @@ func lockTail(ctx context.Context, tx pgx.Tx, tenant, thread string, after int64
 		return nil
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq) VALUES ($1, $2, $3, $3, 0)
-		ON CONFLICT DO NOTHING`, tenant, thread, nanos(created))
+		ON CONFLICT DO NOTHING`, tenant, thread, store.Nanos(created))
 	if err != nil {
 		return dbErr("append", err)
 	}
@@ -208,7 +208,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 	}
 	last := rows[len(rows)-1].ev.Seq
 	_, err := tx.Exec(ctx, `UPDATE threads SET last_seq = $1, updated = GREATEST(updated, $2), messages = messages + $3, tokens = tokens + $4
-		WHERE tenant = $5 AND id = $6`, last, nanos(updated), msgs, tokens, tenant, thread)
+		WHERE tenant = $5 AND id = $6`, last, store.Nanos(updated), msgs, tokens, tenant, thread)
 	if err != nil {
 		return dbErr("append", err)
 	}
@@ -249,7 +249,7 @@ func scanEvent(sc pgx.Row, lead ...any) (store.Event, error) {
 	if err := sc.Scan(append(lead, &ev.Seq, &kind, &at, &ref, &ev.Tokens, &msg, &data)...); err != nil {
 		return ev, err
 	}
-	ev.Kind, ev.At, ev.Ref = store.Kind(kind), fromNanos(at), deref(ref)
+	ev.Kind, ev.At, ev.Ref = store.Kind(kind), store.FromNanos(at), deref(ref)
 	if msg != nil {
 		var m message.Message
 		if err := json.Unmarshal([]byte(*msg), &m); err != nil {
@@ -308,29 +308,13 @@ func (s *Store) LastSeq(ctx context.Context, tenant, thread string) (int64, erro
 	return last, nil
 }
 
-const threadCols = `id, last_seq, messages, tokens, created, updated`
-
-func scanThread(sc pgx.Row) (store.ThreadInfo, error) {
-	var (
-		ti               store.ThreadInfo
-		created, updated int64
-	)
-	err := sc.Scan(&ti.ID, &ti.Events, &ti.Messages, &ti.Tokens, &created, &updated)
-	ti.Created, ti.Updated = fromNanos(created), fromNanos(updated)
-	return ti, err
-}
-
 // Threads implements store.Log.
 func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]store.ThreadInfo, string, error) {
 	if err := checkTenant(tenant); err != nil {
 		return nil, "", err
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	limit = min(limit, 1000)
-	q := `SELECT ` + threadCols + ` FROM threads WHERE tenant = $1`
+	limit := p.Size()
+	q := `SELECT ` + store.ThreadCols + ` FROM threads WHERE tenant = $1`
 	args := []any{tenant}
 	if p.Cursor != "" {
 		at, id, err := store.DecodeCursor(p.Cursor)
@@ -338,7 +322,7 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 			return nil, "", err
 		}
 		q += ` AND (updated < $2 OR (updated = $2 AND id > $3))`
-		args = append(args, nanos(at), id)
+		args = append(args, store.Nanos(at), id)
 	}
 	q += fmt.Sprintf(` ORDER BY updated DESC, id LIMIT %d`, limit+1)
 	rows, err := s.pool.Query(ctx, q, args...)
@@ -348,7 +332,7 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 	defer rows.Close()
 	var out []store.ThreadInfo
 	for rows.Next() {
-		ti, err := scanThread(rows)
+		ti, err := store.ScanThread(rows)
 		if err != nil {
 			return nil, "", dbErr("threads", err)
 		}
@@ -370,7 +354,7 @@ func (s *Store) Thread(ctx context.Context, tenant, thread string) (store.Thread
 	if err := store.CheckScope(tenant, thread); err != nil {
 		return store.ThreadInfo{}, err
 	}
-	ti, err := scanThread(s.pool.QueryRow(ctx, `SELECT `+threadCols+` FROM threads WHERE tenant = $1 AND id = $2`, tenant, thread))
+	ti, err := store.ScanThread(s.pool.QueryRow(ctx, `SELECT `+store.ThreadCols+` FROM threads WHERE tenant = $1 AND id = $2`, tenant, thread))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ThreadInfo{}, store.ErrNotFound
 	}

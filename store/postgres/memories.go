@@ -19,7 +19,7 @@ import (
 // every read and the tenant's are purged by its next write.
 
 func purgeExpired(ctx context.Context, tx pgx.Tx, tenant string, now time.Time) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM memories WHERE tenant = $1 AND expires > 0 AND expires <= $2`, tenant, nanos(now)); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM memories WHERE tenant = $1 AND expires > 0 AND expires <= $2`, tenant, store.Nanos(now)); err != nil {
 		return dbErr("purge memories", err)
 	}
 	return nil
@@ -53,7 +53,7 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Item) (st
 		if err := upsertMemory(ctx, tx, tenant, out).Scan(&created); err != nil {
 			return dbErr("put memory", err)
 		}
-		out.Created = fromNanos(created)
+		out.Created = store.FromNanos(created)
 		return nil
 	})
 	if err != nil {
@@ -75,7 +75,7 @@ func upsertMemory(ctx context.Context, tx pgx.Tx, tenant string, it store.Item) 
 				THEN EXCLUDED.created ELSE memories.created END
 		RETURNING created`,
 		tenant, store.JoinNamespace(it.Namespace), it.Key, string(it.Value),
-		nanos(it.Created), nanos(it.Updated), nanos(it.Expires), terms, lossy)
+		store.Nanos(it.Created), store.Nanos(it.Updated), store.Nanos(it.Expires), terms, lossy)
 }
 
 const itemCols = `namespace, key, value, created, updated, expires`
@@ -88,7 +88,7 @@ func scanItem(sc pgx.Row, extra ...any) (store.Item, error) {
 	)
 	err := sc.Scan(append([]any{&ns, &it.Key, &value, &created, &updated, &expires}, extra...)...)
 	it.Namespace, it.Value = store.SplitNamespace(ns), json.RawMessage(value)
-	it.Created, it.Updated, it.Expires = fromNanos(created), fromNanos(updated), fromNanos(expires)
+	it.Created, it.Updated, it.Expires = store.FromNanos(created), store.FromNanos(updated), store.FromNanos(expires)
 	return it, err
 }
 
@@ -99,7 +99,7 @@ func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string
 	}
 	it, err := scanItem(s.pool.QueryRow(ctx, `SELECT `+itemCols+` FROM memories
 		WHERE tenant = $1 AND namespace = $2 AND key = $3 AND (expires = 0 OR expires > $4)`,
-		tenant, store.JoinNamespace(namespace), key, nanos(s.clock())))
+		tenant, store.JoinNamespace(namespace), key, store.Nanos(s.clock())))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Item{}, store.ErrNotFound
 	}
@@ -144,7 +144,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 	}
 	limit = min(limit, maxLimit)
 
-	args := []any{tenant, nanos(s.clock())}
+	args := []any{tenant, store.Nanos(s.clock())}
 	where := []string{"tenant = $1", "(expires = 0 OR expires > $2)"}
 	if lo, hi := store.NamespaceRange(q.Prefix); lo != "" {
 		args = append(args, lo, hi)

@@ -94,23 +94,6 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 func (s *Store) clock() time.Time { return s.now().UTC().Round(0) }
 
-// nanos and fromNanos are the storage form of times: UTC Unix nanoseconds
-// in a bigint, exact (timestamptz keeps only microseconds) and sortable, the
-// same as in store/sqlite. 0 stands for the zero time.
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
-
 // inTx runs fn in a read-committed transaction.
 func (s *Store) inTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)

@@ -202,10 +202,10 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		add("e.seq <= $%d", q.ToSeq)
 	}
 	if !q.Since.IsZero() {
-		add("e.at >= $%d", nanos(q.Since))
+		add("e.at >= $%d", store.Nanos(q.Since))
 	}
 	if !q.Until.IsZero() {
-		add("e.at <= $%d", nanos(q.Until))
+		add("e.at <= $%d", store.Nanos(q.Until))
 	}
 	page := max(2*limit, 32)
 	sqlText := `SELECT e.thread, e.seq, e.ref, e.role, e.tool, e.at, e.lossy, e.message, ts_rank_cd(e.tsv, $1::tsquery) AS rank
@@ -246,7 +246,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 				if !accept(pq, text, lossy) {
 					continue
 				}
-				h.Ref, h.Role, h.At = deref(ref), message.Role(role), fromNanos(at)
+				h.Ref, h.Role, h.At = deref(ref), message.Role(role), store.FromNanos(at)
 				h.Tool, h.Score = deref(tool), max(float64(rank), minScore)
 				h.Snippet = store.Snippet(text, pq, 0)
 				hits = append(hits, h)

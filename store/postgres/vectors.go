@@ -117,10 +117,10 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		add("v.seq <= $%d", q.ToSeq)
 	}
 	if !q.Since.IsZero() {
-		add("e.at >= $%d", nanos(q.Since))
+		add("e.at >= $%d", store.Nanos(q.Since))
 	}
 	if !q.Until.IsZero() {
-		add("e.at <= $%d", nanos(q.Until))
+		add("e.at <= $%d", store.Nanos(q.Until))
 	}
 	args = append(args, limit)
 	sqlText := `SELECT v.thread, v.ref, v.seq, e.role, e.tool, e.at,
@@ -143,7 +143,7 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		if err := rows.Scan(&h.Thread, &h.Ref, &h.Seq, &role, &tool, &at, &h.Score); err != nil {
 			return nil, dbErr("search vectors", err)
 		}
-		h.Role, h.Tool, h.At = message.Role(deref(role)), deref(tool), fromNanos(at)
+		h.Role, h.Tool, h.At = message.Role(deref(role)), deref(tool), store.FromNanos(at)
 		h.Score = max(-1, min(1, h.Score)) // rounding may step just past ±1
 		hits = append(hits, h)
 	}

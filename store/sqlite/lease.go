@@ -43,7 +43,7 @@ func (s *Store) TryLease(ctx context.Context, tenant, thread, name, owner string
 		res, err := tx.ExecContext(ctx, `INSERT INTO leases (tenant, thread, name, owner, expires) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (tenant, thread, name) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
 			WHERE leases.owner = excluded.owner OR leases.expires <= ?`,
-			tenant, thread, name, owner, nanos(now.Add(ttl)), nanos(now))
+			tenant, thread, name, owner, store.Nanos(now.Add(ttl)), store.Nanos(now))
 		if err != nil {
 			return fmt.Errorf("sqlite: try lease: %w", err)
 		}

@@ -67,7 +67,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		}
 		if !exists {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq) VALUES (?, ?, ?, ?, 0)`,
-				tenant, thread, nanos(now), nanos(now)); err != nil {
+				tenant, thread, store.Nanos(now), store.Nanos(now)); err != nil {
 				return fmt.Errorf("sqlite: append: %w", err)
 			}
 		}
@@ -92,7 +92,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 				tool = sql.NullString{String: name, Valid: name != ""}
 			}
 			ref := sql.NullString{String: p.ev.Ref, Valid: p.ev.Ref != ""}
-			res, err := ins.ExecContext(ctx, tenant, thread, p.ev.Seq, string(p.ev.Kind), nanos(p.ev.At),
+			res, err := ins.ExecContext(ctx, tenant, thread, p.ev.Seq, string(p.ev.Kind), store.Nanos(p.ev.At),
 				ref, role, tool, p.ev.Tokens, p.json, p.data)
 			if isUniqueViolation(err) {
 				return fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
@@ -111,7 +111,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 			}
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
-			WHERE tenant = ? AND id = ?`, after+int64(len(ps)), nanos(now), msgs, tokens, tenant, thread)
+			WHERE tenant = ? AND id = ?`, after+int64(len(ps)), store.Nanos(now), msgs, tokens, tenant, thread)
 		if err != nil {
 			return fmt.Errorf("sqlite: append: %w", err)
 		}
@@ -199,7 +199,7 @@ func scanEvent(sc interface{ Scan(...any) error }, lead ...any) (store.Event, er
 	if err := sc.Scan(append(lead, &ev.Seq, &kind, &at, &ref, &ev.Tokens, &msg, &dat)...); err != nil {
 		return ev, err
 	}
-	ev.Kind, ev.At, ev.Ref = store.Kind(kind), fromNanos(at), ref.String
+	ev.Kind, ev.At, ev.Ref = store.Kind(kind), store.FromNanos(at), ref.String
 	if msg.Valid {
 		var m message.Message
 		if err := json.Unmarshal([]byte(msg.String), &m); err != nil {
@@ -257,29 +257,13 @@ func (s *Store) LastSeq(ctx context.Context, tenant, thread string) (int64, erro
 	return last, nil
 }
 
-const threadCols = `id, last_seq, messages, tokens, created, updated`
-
-func scanThread(sc interface{ Scan(...any) error }) (store.ThreadInfo, error) {
-	var (
-		ti               store.ThreadInfo
-		created, updated int64
-	)
-	err := sc.Scan(&ti.ID, &ti.Events, &ti.Messages, &ti.Tokens, &created, &updated)
-	ti.Created, ti.Updated = fromNanos(created), fromNanos(updated)
-	return ti, err
-}
-
 // Threads implements store.Log.
 func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]store.ThreadInfo, string, error) {
 	if err := checkTenant(tenant); err != nil {
 		return nil, "", err
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	limit = min(limit, 1000)
-	q := `SELECT ` + threadCols + ` FROM threads WHERE tenant = ?`
+	limit := p.Size()
+	q := `SELECT ` + store.ThreadCols + ` FROM threads WHERE tenant = ?`
 	args := []any{tenant}
 	if p.Cursor != "" {
 		at, id, err := store.DecodeCursor(p.Cursor)
@@ -287,7 +271,7 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 			return nil, "", err
 		}
 		q += ` AND (updated < ? OR (updated = ? AND id > ?))`
-		args = append(args, nanos(at), nanos(at), id)
+		args = append(args, store.Nanos(at), store.Nanos(at), id)
 	}
 	q += ` ORDER BY updated DESC, id LIMIT ?`
 	args = append(args, limit+1)
@@ -298,7 +282,7 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 	defer rows.Close()
 	var out []store.ThreadInfo
 	for rows.Next() {
-		ti, err := scanThread(rows)
+		ti, err := store.ScanThread(rows)
 		if err != nil {
 			return nil, "", fmt.Errorf("sqlite: threads: %w", err)
 		}
@@ -322,7 +306,7 @@ func (s *Store) Thread(ctx context.Context, tenant, thread string) (store.Thread
 	if err := store.CheckScope(tenant, thread); err != nil {
 		return store.ThreadInfo{}, err
 	}
-	ti, err := scanThread(s.r.QueryRowContext(ctx, `SELECT `+threadCols+` FROM threads WHERE tenant = ? AND id = ?`, tenant, thread))
+	ti, err := store.ScanThread(s.r.QueryRowContext(ctx, `SELECT `+store.ThreadCols+` FROM threads WHERE tenant = ? AND id = ?`, tenant, thread))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ThreadInfo{}, store.ErrNotFound
 	}

@@ -23,7 +23,7 @@ func purgeExpired(ctx context.Context, tx *sql.Tx, now time.Time) error {
 		`DELETE FROM memories_fts WHERE rowid IN (SELECT id FROM memories WHERE expires > 0 AND expires <= ?)`,
 		`DELETE FROM memories WHERE expires > 0 AND expires <= ?`,
 	} {
-		if _, err := tx.ExecContext(ctx, q, nanos(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, q, store.Nanos(now)); err != nil {
 			return fmt.Errorf("sqlite: purge memories: %w", err)
 		}
 	}
@@ -61,7 +61,7 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Item) (st
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			res, err := tx.ExecContext(ctx, `INSERT INTO memories (tenant, namespace, key, value, created, updated, expires)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, tenant, ns, it.Key, string(it.Value), nanos(now), nanos(now), nanos(out.Expires))
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, tenant, ns, it.Key, string(it.Value), store.Nanos(now), store.Nanos(now), store.Nanos(out.Expires))
 			if err != nil {
 				return fmt.Errorf("sqlite: put memory: %w", err)
 			}
@@ -71,9 +71,9 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Item) (st
 		case err != nil:
 			return fmt.Errorf("sqlite: put memory: %w", err)
 		default:
-			out.Created = fromNanos(created)
+			out.Created = store.FromNanos(created)
 			if _, err := tx.ExecContext(ctx, `UPDATE memories SET value = ?, updated = ?, expires = ? WHERE id = ?`,
-				string(it.Value), nanos(now), nanos(out.Expires), id); err != nil {
+				string(it.Value), store.Nanos(now), store.Nanos(out.Expires), id); err != nil {
 				return fmt.Errorf("sqlite: put memory: %w", err)
 			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM memories_fts WHERE rowid = ?`, id); err != nil {
@@ -101,7 +101,7 @@ func scanItem(sc interface{ Scan(...any) error }, extra ...any) (store.Item, err
 	)
 	err := sc.Scan(append([]any{&ns, &it.Key, &value, &created, &updated, &expires}, extra...)...)
 	it.Namespace, it.Value = store.SplitNamespace(ns), json.RawMessage(value)
-	it.Created, it.Updated, it.Expires = fromNanos(created), fromNanos(updated), fromNanos(expires)
+	it.Created, it.Updated, it.Expires = store.FromNanos(created), store.FromNanos(updated), store.FromNanos(expires)
 	return it, err
 }
 
@@ -112,7 +112,7 @@ func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string
 	}
 	it, err := scanItem(s.r.QueryRowContext(ctx, `SELECT `+itemCols+` FROM memories m
 		WHERE m.tenant = ? AND m.namespace = ? AND m.key = ? AND (m.expires = 0 OR m.expires > ?)`,
-		tenant, store.JoinNamespace(namespace), key, nanos(s.clock())))
+		tenant, store.JoinNamespace(namespace), key, store.Nanos(s.clock())))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Item{}, store.ErrNotFound
 	}
@@ -165,7 +165,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 	limit = min(limit, maxLimit)
 
 	where := []string{"m.tenant = ?", "(m.expires = 0 OR m.expires > ?)"}
-	args := []any{tenant, nanos(s.clock())}
+	args := []any{tenant, store.Nanos(s.clock())}
 	if lo, hi := store.NamespaceRange(q.Prefix); lo != "" {
 		where = append(where, "m.namespace >= ?", "m.namespace < ?")
 		args = append(args, lo, hi)

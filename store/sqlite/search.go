@@ -55,10 +55,10 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		add("e.seq <= ?", q.ToSeq)
 	}
 	if !q.Since.IsZero() {
-		add("e.at >= ?", nanos(q.Since))
+		add("e.at >= ?", store.Nanos(q.Since))
 	}
 	if !q.Until.IsZero() {
-		add("e.at <= ?", nanos(q.Until))
+		add("e.at <= ?", store.Nanos(q.Until))
 	}
 	// The candidate list carries no text: bodies can be megabytes, and only
 	// those examined below are read.
@@ -104,7 +104,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 			rows.Close()
 			return nil, fmt.Errorf("sqlite: search: %w", err)
 		}
-		c.hit.Ref, c.hit.Role, c.hit.Tool, c.hit.At, c.hit.Score = ref.String, message.Role(role), tool.String, fromNanos(at), -rank
+		c.hit.Ref, c.hit.Role, c.hit.Tool, c.hit.At, c.hit.Score = ref.String, message.Role(role), tool.String, store.FromNanos(at), -rank
 		cands = append(cands, c)
 	}
 	rows.Close()

@@ -112,22 +112,6 @@ func (s *Store) Close() error {
 
 func (s *Store) clock() time.Time { return s.now().UTC().Round(0) }
 
-// nanos and fromNanos are the storage form of times: UTC Unix nanoseconds,
-// exact and sortable. 0 stands for the zero time.
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
-
 // writeTx runs fn in an IMMEDIATE transaction on the writer connection.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)

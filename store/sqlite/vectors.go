@@ -147,10 +147,10 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		addPost("e.seq <= ?", q.ToSeq)
 	}
 	if !q.Since.IsZero() {
-		addPost("e.at >= ?", nanos(q.Since))
+		addPost("e.at >= ?", store.Nanos(q.Since))
 	}
 	if !q.Until.IsZero() {
-		addPost("e.at <= ?", nanos(q.Until))
+		addPost("e.at <= ?", store.Nanos(q.Until))
 	}
 	if len(post) > 0 {
 		k = min(4096, max(limit*8, 256)) // sqlite-vec caps k at 4096
@@ -188,7 +188,7 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		if err := rows.Scan(&h.Thread, &ref, &h.Seq, &role, &tool, &at, &dist); err != nil {
 			return nil, fmt.Errorf("sqlite: search vectors: %w", err)
 		}
-		h.Ref, h.Role, h.Tool, h.At, h.Score = ref.String, message.Role(role), tool.String, fromNanos(at), 1-dist
+		h.Ref, h.Role, h.Tool, h.At, h.Score = ref.String, message.Role(role), tool.String, store.FromNanos(at), 1-dist
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
