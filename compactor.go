@@ -179,7 +179,7 @@ func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 		Items: items, Catalogue: window.Catalogue(items, max(8, ts.st.Budget()/320)), Policy: ts.policy, Blocks: ts.st.Blocks(),
 		Counter: ts.sz.c,
 	}
-	m.goJob(func() {
+	m.goStateJob(ts, func() {
 		defer m.releaseJobSlot()
 		defer cancel()
 		// One replica buffers a thread at a time: another one holding the
@@ -201,7 +201,7 @@ func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 		ts.mu.Lock()
 		defer ts.mu.Unlock()
 		ts.buf.running = false
-		if !ok || ts.st == nil {
+		if !ok || ts.st == nil || jobCtx.Err() != nil { // cancelled: the thread was deleted or its range is stale
 			return
 		}
 		// Kept only while it continues the buffered chunks from the tail's
@@ -401,7 +401,7 @@ func (t *Thread) startReflect(ts *threadState) bool {
 	jobCtx, cancel := context.WithCancel(m.bg)
 	ts.buf.running, ts.buf.reflecting, ts.buf.cancel = true, true, cancel
 	in := ReflectInput{Tenant: t.tenant, Thread: t.id, Blocks: blocks, Target: threshold / 2, Policy: ts.policy, Counter: ts.sz.c}
-	m.goJob(func() {
+	m.goStateJob(ts, func() {
 		defer m.releaseJobSlot()
 		defer cancel()
 		d, err := m.reflector.Reflect(jobCtx, in)
@@ -413,7 +413,7 @@ func (t *Thread) startReflect(ts *threadState) bool {
 		ts.mu.Lock()
 		defer ts.mu.Unlock()
 		ts.buf.running, ts.buf.reflecting = false, false
-		if ok {
+		if ok && jobCtx.Err() == nil {
 			ts.buf.reflected = &d
 		}
 	})

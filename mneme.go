@@ -18,6 +18,7 @@ package mneme
 
 import (
 	"cmp"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -139,9 +140,10 @@ type Manager struct {
 	indexer    *recall.Indexer
 	recallCost recallCost
 
+	// mu guards threads, idle and every state's pins and idle element.
 	mu      sync.Mutex
 	threads map[threadKey]*threadState
-	tick    uint64
+	idle    list.List // unpinned states, most recently used first
 
 	purge purgeState // background purges after deletions (retention.go)
 }
@@ -230,21 +232,54 @@ func (m *Manager) Thread(tenant, id string) *Thread {
 	return &Thread{m: m, tenant: tenant, id: id}
 }
 
-// state returns the cached thread state, creating an empty one.
-func (m *Manager) state(k threadKey) *threadState {
+// pin returns the thread's cached state, creating an empty one, pinned:
+// it stays in the cache (the only state of that thread in this process)
+// until unpin. Pinning happens under the Manager's lock, so a state is never
+// evicted or replaced between being found and being locked by its caller.
+func (m *Manager) pin(k threadKey) *threadState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.tick++
 	ts := m.threads[k]
 	if ts == nil {
-		ts = &threadState{}
+		ts = &threadState{key: k}
 		m.threads[k] = ts
-		if max := m.maxThreads(); len(m.threads) > max {
-			m.evictLocked(max)
-		}
 	}
-	ts.used = m.tick
+	m.pinLocked(ts)
+	m.evictLocked()
 	return ts
+}
+
+// pinAgain adds a pin to a state its caller has pinned already (a
+// background job that outlives the request).
+func (m *Manager) pinAgain(ts *threadState) {
+	m.mu.Lock()
+	m.pinLocked(ts)
+	m.mu.Unlock()
+}
+
+func (m *Manager) pinLocked(ts *threadState) {
+	if ts.pins == 0 && ts.idle != nil {
+		m.idle.Remove(ts.idle)
+		ts.idle = nil
+	}
+	ts.pins++
+}
+
+// unpin releases a pin; a state with none left becomes the most recently
+// used of the evictable ones.
+func (m *Manager) unpin(ts *threadState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ts.pins--; ts.pins == 0 {
+		ts.idle = m.idle.PushFront(ts)
+		m.evictLocked()
+	}
+}
+
+// unlock unlocks a state that load returned (locked and pinned).
+func (m *Manager) unlock(ts *threadState) {
+	ts.mu.Unlock()
+	m.unpin(ts)
 }
 
 func (m *Manager) maxThreads() int {
@@ -254,34 +289,21 @@ func (m *Manager) maxThreads() int {
 	return 10000
 }
 
-// evictLocked drops the least recently used tenth of the cached states.
-// A dropped state is rebuilt from the log when next used.
-func (m *Manager) evictLocked(max int) {
-	drop := len(m.threads) - max + max/10
-	for ; drop > 0; drop-- {
-		var oldest threadKey
-		var at uint64 = ^uint64(0)
-		for k, ts := range m.threads {
-			if ts.used < at && ts.mu.TryLock() {
-				busy := ts.buf.running // its job still reports to it
-				ts.mu.Unlock()
-				if !busy {
-					oldest, at = k, ts.used
-				}
-			}
-		}
-		if at == ^uint64(0) {
+// evictLocked drops least recently used unpinned states while the cache
+// holds more than MaxThreads: O(1) per state dropped (the idle list is in
+// use order). Pinned states are never dropped, so the cache may exceed its
+// bound by the states in use. A dropped state is rebuilt from the log when
+// next used.
+func (m *Manager) evictLocked() {
+	for max := m.maxThreads(); len(m.threads) > max; {
+		e := m.idle.Back()
+		if e == nil {
 			return
 		}
-		delete(m.threads, oldest)
+		ts := m.idle.Remove(e).(*threadState)
+		ts.idle = nil
+		delete(m.threads, ts.key)
 	}
-}
-
-// forget drops a thread's cached state (after a delete).
-func (m *Manager) forget(k threadKey) {
-	m.mu.Lock()
-	delete(m.threads, k)
-	m.mu.Unlock()
 }
 
 // ModelInfo resolves a policy's model: the usable budget and the counter.
@@ -318,6 +340,17 @@ const retryConflicts = 50
 var errTooManyConflicts = errors.New("mneme: too many concurrent writers on one thread")
 
 func now() time.Time { return time.Now().UTC() }
+
+// goStateJob runs f as a background job that reports to ts: ts stays
+// pinned (neither evicted nor replaced) until f returns. The caller holds a
+// pin on ts.
+func (m *Manager) goStateJob(ts *threadState, f func()) {
+	m.pinAgain(ts)
+	m.goJob(func() {
+		defer m.unpin(ts)
+		f()
+	})
+}
 
 // goJob runs f as a background job the Manager owns: Close waits for it,
 // RunningJobs counts it.

@@ -58,20 +58,19 @@ func (m *Manager) DeleteThreadsBefore(ctx context.Context, tenant string, cutoff
 // deleteIfIdleSince deletes the thread when its last activity is before
 // cutoff; it reports whether it did.
 func (t *Thread) deleteIfIdleSince(ctx context.Context, cutoff time.Time) (bool, error) {
-	ts := t.m.state(threadKey{t.tenant, t.id})
+	ts := t.m.pin(threadKey{t.tenant, t.id})
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	info, err := t.m.store.Thread(ctx, t.tenant, t.id)
 	if errors.Is(err, store.ErrNotFound) {
-		t.m.forget(threadKey{t.tenant, t.id})
+		ts.clear()
 		return false, nil
 	}
 	if err != nil || !info.Updated.Before(cutoff) {
 		return false, err
 	}
 	err = t.m.store.DeleteThread(ctx, t.tenant, t.id)
-	ts.st = nil
-	t.m.forget(threadKey{t.tenant, t.id})
+	ts.clear()
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}

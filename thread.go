@@ -1,6 +1,7 @@
 package mneme
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,8 +32,11 @@ func (t *Thread) Tenant() string { return t.tenant }
 // threadState is one thread's materialised window, kept in memory and
 // caught up from the log on every call.
 type threadState struct {
+	key  threadKey
+	pins int           // guarded by Manager.mu: callers and jobs using the state
+	idle *list.Element // guarded by Manager.mu: in Manager.idle while pins == 0
+
 	mu     sync.Mutex
-	used   uint64
 	st     *window.State
 	policy Policy // effective policy (defaults merged with policy events)
 	tok    string // tokenizer name the state counts with
@@ -88,13 +92,24 @@ func (t *Thread) load(ctx context.Context) (*threadState, error) {
 	if err := store.CheckScope(t.tenant, t.id); err != nil {
 		return nil, err
 	}
-	ts := t.m.state(threadKey{t.tenant, t.id})
+	ts := t.m.pin(threadKey{t.tenant, t.id})
 	ts.mu.Lock()
 	if err := t.catchUp(ctx, ts); err != nil {
-		ts.mu.Unlock()
+		t.m.unlock(ts)
 		return nil, err
 	}
 	return ts, nil
+}
+
+// clear forgets what the state materialised (after its thread was
+// deleted): the next load rebuilds it from the log. The state itself stays
+// in place, so that callers waiting for it and callers arriving later share
+// it. A background job in flight is cancelled and its result dropped.
+func (ts *threadState) clear() {
+	if ts.buf.cancel != nil {
+		ts.buf.cancel()
+	}
+	ts.st, ts.buf = nil, buffer{}
 }
 
 // reset starts the state over with policy p (from seq 0).
@@ -223,7 +238,7 @@ func (t *Thread) Append(ctx context.Context, msgs ...message.Message) ([]store.E
 	if err != nil {
 		return nil, err
 	}
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	return t.appendLocked(ctx, ts, msgs, false)
 }
 
@@ -317,7 +332,7 @@ func (t *Thread) Usage(ctx context.Context) (ThreadUsage, error) {
 	if err != nil {
 		return u, err
 	}
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	if w, err := ts.st.Build(window.Request{RecallTokens: t.m.recallCost.tokens(ts.sz.c, false)}); err == nil {
 		u.Window = w.Usage
 	}
@@ -330,7 +345,7 @@ func (t *Thread) Policy(ctx context.Context) (Policy, error) {
 	if err != nil {
 		return Policy{}, err
 	}
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	return ts.policy, nil
 }
 
@@ -346,7 +361,7 @@ func (t *Thread) SetPolicy(ctx context.Context, p Policy) error {
 	if err != nil {
 		return err
 	}
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	return t.setPolicyLocked(ctx, ts, p)
 }
 
@@ -370,12 +385,11 @@ func (t *Thread) Delete(ctx context.Context) error {
 	if err := store.CheckScope(t.tenant, t.id); err != nil {
 		return err
 	}
-	ts := t.m.state(threadKey{t.tenant, t.id})
+	ts := t.m.pin(threadKey{t.tenant, t.id})
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	err := t.m.store.DeleteThread(ctx, t.tenant, t.id)
-	ts.st = nil
-	t.m.forget(threadKey{t.tenant, t.id})
+	ts.clear()
 	return err
 }
 
@@ -386,7 +400,7 @@ func (t *Thread) Window(ctx context.Context, opts WindowOptions) (*window.Window
 	if err != nil {
 		return nil, err
 	}
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	return t.windowLocked(ctx, ts, opts, false, false)
 }
 
@@ -414,7 +428,7 @@ func (t *Thread) appendWindow(ctx context.Context, after int64, msgs []message.M
 	if err != nil {
 		return nil, nil, err
 	}
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	if after >= 0 && ts.st.LastSeq() != after {
 		return nil, nil, store.ErrConflict
 	}
@@ -435,7 +449,7 @@ func (t *Thread) Compact(ctx context.Context, opts WindowOptions) (*window.Windo
 	if err != nil {
 		return nil, err
 	}
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	return t.windowLocked(ctx, ts, opts, true, false)
 }
 
@@ -444,8 +458,10 @@ func (t *Thread) request(ts *threadState, opts WindowOptions) window.Request {
 	if r.RecallTokens == 0 {
 		r.RecallTokens = t.m.recallCost.tokens(ts.sz.c, len(opts.Tools) > 0)
 	}
-	for i, m := range opts.System {
-		r.SystemTokens += ts.sz.Message(fmt.Sprintf("system#%d#%p", i, &opts.System[i]), m)
+	for _, m := range opts.System {
+		// Keyed by content (the empty key): a caller may reuse or edit its
+		// slice between calls, so an address says nothing about the text.
+		r.SystemTokens += ts.sz.Message("", m)
 	}
 	if len(opts.Tools) > 0 {
 		r.ToolsTokens = token.ToolsTokens(ts.sz.c, opts.Tools)
@@ -701,7 +717,7 @@ func (t *Thread) Inspect(ctx context.Context, f func(st *window.State) error) er
 	if err != nil {
 		return err
 	}
-	defer ts.mu.Unlock()
+	defer t.m.unlock(ts)
 	return f(ts.st)
 }
 
