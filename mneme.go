@@ -320,7 +320,22 @@ func (m *Manager) modelInfo(p Policy) (budget int, c token.Counter, err error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("model %q: %w", p.Model, err)
 	}
-	return ctxTokens - p.ReserveOutputTokens, c, nil
+	return ctxTokens - outputReserve(p, mod, ctxTokens), c, nil
+}
+
+// outputReserve is the policy's reserve, or the model's default when the
+// policy leaves it at 0. A reserve that would leave less than half of a
+// small window or budget is shrunk to the default (a quarter of it at
+// most): a small budget_tokens narrows the reply room instead of failing.
+func outputReserve(p Policy, mod token.Model, ctxTokens int) int {
+	auto := mod.OutputReserve(ctxTokens)
+	if p.ReserveOutputTokens <= 0 {
+		return auto
+	}
+	if p.ReserveOutputTokens > ctxTokens/2 {
+		return min(p.ReserveOutputTokens, auto)
+	}
+	return p.ReserveOutputTokens
 }
 
 // sizer adapts the token cache to the window's Sizer.

@@ -150,6 +150,24 @@ var defaultModels = []Model{
 	{Name: "pixtral", Context: 131_072, MaxOutput: 8_192, Tokenizer: "mistral"},
 }
 
+// MaxDefaultReserve caps the output reserve chosen for a model: replies
+// longer than this are rare enough that a larger reserve only wastes window.
+const MaxDefaultReserve = 8192
+
+// OutputReserve is the default number of tokens kept free for the reply in
+// a context window of contextTokens (the model's own, or a smaller
+// budget_tokens): the smallest of the model's maximum output, a quarter of
+// the window and MaxDefaultReserve. A quarter of the window bounds it so a
+// small window or budget shrinks the reserve instead of leaving no room for
+// the input.
+func (m Model) OutputReserve(contextTokens int) int {
+	r := min(contextTokens/4, MaxDefaultReserve)
+	if m.MaxOutput > 0 {
+		r = min(r, m.MaxOutput)
+	}
+	return max(r, 0)
+}
+
 // Lookup returns the model for a model name as a client sends it. Matching
 // is case-insensitive, ignores a provider prefix ("openai/gpt-4o",
 // "models/gemini-2.5-pro", Bedrock's "us.anthropic.claude-...", a

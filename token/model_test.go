@@ -153,3 +153,25 @@ func FuzzLookup(f *testing.F) {
 		}
 	})
 }
+
+func TestOutputReserve(t *testing.T) {
+	tab := DefaultTable()
+	cases := []struct {
+		model   string
+		context int
+		want    int
+	}{
+		{"gpt-4", 8192, 2048},
+		{"gpt-4o", 128_000, 8192},
+		{"gpt-4.1", 1_047_576, 8192},
+		{"gpt-4-turbo", 128_000, 4096},
+		{"gpt-4o", 2000, 500},
+		{"gpt-4o", 0, 0},
+	}
+	for _, tc := range cases {
+		m, _ := tab.Lookup(tc.model)
+		if got := m.OutputReserve(tc.context); got != tc.want {
+			t.Errorf("%s in %d: reserve %d, want %d", tc.model, tc.context, got, tc.want)
+		}
+	}
+}

@@ -153,7 +153,10 @@ type Policy struct {
 	// BudgetTokens overrides the model's context window when > 0.
 	BudgetTokens int `json:"budget_tokens,omitempty"`
 	// ReserveOutputTokens is kept free for the reply: usable budget =
-	// context window - reserve.
+	// context window - reserve. 0 (the default) takes the model's: the
+	// smallest of its maximum output, a quarter of the window (or of
+	// BudgetTokens) and 8,192. A reserve over half a small window is
+	// shrunk to that default rather than leave no room for the input.
 	ReserveOutputTokens int `json:"reserve_output_tokens"`
 	// Trigger: compaction starts when the window passes it (default 0.75).
 	Trigger Threshold `json:"trigger"`
@@ -190,7 +193,6 @@ type Policy struct {
 func DefaultPolicy() Policy {
 	return Policy{
 		Model:               "gpt-4o",
-		ReserveOutputTokens: 8192,
 		Trigger:             Frac(0.75),
 		Target:              Frac(0.40),
 		PinHead:             true,
