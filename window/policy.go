@@ -192,17 +192,17 @@ type Policy struct {
 // DefaultPolicy returns the defaults that suit most agents.
 func DefaultPolicy() Policy {
 	return Policy{
-		Model:               "gpt-4o",
-		Trigger:             Frac(0.75),
-		Target:              Frac(0.40),
-		PinHead:             true,
-		MinTailTurns:        2,
-		MinTailTokens:       6000,
-		EvictOverTokens:     20000,
-		PreviewLines:        20,
-		MaskKeepPerTool:     3,
-		Strategy:            Mask,
-		ReflectOver:         Tokens(40000),
+		Model:           "gpt-4o",
+		Trigger:         Frac(0.75),
+		Target:          Frac(0.40),
+		PinHead:         true,
+		MinTailTurns:    2,
+		MinTailTokens:   6000,
+		EvictOverTokens: 20000,
+		PreviewLines:    20,
+		MaskKeepPerTool: 3,
+		Strategy:        Mask,
+		ReflectOver:     Tokens(40000),
 	}
 }
 
