@@ -4,7 +4,10 @@
 // pairs and loses nothing (see DESIGN.md and its invariants I1–I8).
 //
 // Open a Manager on a store, take a Thread, Append what happens, and ask for
-// the Window before each model call:
+// the Window before each model call. The package links no database driver:
+// import the backend a DSN names, as with database/sql:
+//
+//	import _ "github.com/mnemehq/mneme/store/sqlite"
 //
 //	m, _ := mneme.Open(ctx, mneme.Config{DSN: "sqlite:./mneme.db"})
 //	t := m.Thread("default", "run-42")
@@ -59,7 +62,10 @@ type Config struct {
 	// Store is used as is when set; otherwise DSN is opened (and closed by
 	// Manager.Close).
 	Store store.Store
-	// DSN: "sqlite:PATH", "memory:" or "postgres://...". Default DefaultDSN.
+	// DSN: "sqlite:PATH", "memory:" or "postgres://...", opened by the
+	// backend registered for its scheme (see store/dsn: the program
+	// imports store/sqlite, store/postgres or the memory store for its
+	// side effect). Default DefaultDSN.
 	DSN string
 	// Policy is the default for every thread; a thread's policy events
 	// override it. Zero value: DefaultPolicy().

@@ -1,4 +1,4 @@
-package dsn
+package dsn_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/dsn"
 	"github.com/mnemehq/mneme/store/memory"
 	"github.com/mnemehq/mneme/store/postgres"
 	"github.com/mnemehq/mneme/store/sqlite"
@@ -34,12 +35,12 @@ func TestOpen(t *testing.T) {
 		{dsn: filepath.Join(dir, "c.db"), want: "sqlite", created: "c.db"},
 		{dsn: "sqlite:", err: store.ErrInvalid},
 		{dsn: "postgres://u:hunter2@127.0.0.1:notaport/db", err: store.ErrInvalid},
-		{dsn: "mysql://u:hunter2@h/db", err: ErrUnsupported},
-		{dsn: "", err: ErrUnsupported},
-		{dsn: "whatever", err: ErrUnsupported},
+		{dsn: "mysql://u:hunter2@h/db", err: dsn.ErrUnsupported},
+		{dsn: "", err: dsn.ErrUnsupported},
+		{dsn: "whatever", err: dsn.ErrUnsupported},
 	}
 	for _, c := range cases {
-		s, err := Open(ctx, c.dsn)
+		s, err := dsn.Open(ctx, c.dsn)
 		if c.err != nil {
 			if !errors.Is(err, c.err) {
 				t.Errorf("Open(%q) err = %v, want %v", c.dsn, err, c.err)
@@ -73,30 +74,30 @@ func TestOpen(t *testing.T) {
 }
 
 // TestOpenPostgresUnreachable: a postgres DSN opens store/postgres, so a
-// server that is not there is a connection error (not ErrUnsupported), and
+// server that is not there is a connection error (not dsn.ErrUnsupported), and
 // the error names the server but not the password.
 func TestOpenPostgresUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, dsn := range []string{
+	for _, d := range []string{
 		"postgres://u:hunter2@127.0.0.1:1/db?sslmode=disable",
 		"postgresql://u:hunter2@127.0.0.1:1/db?sslmode=disable&connect_timeout=5",
 	} {
-		s, err := Open(ctx, dsn)
+		s, err := dsn.Open(ctx, d)
 		if err == nil {
 			s.Close()
-			t.Errorf("Open(%q) connected to port 1", dsn)
+			t.Errorf("Open(%q) connected to port 1", d)
 			continue
 		}
-		if errors.Is(err, ErrUnsupported) || errors.Is(err, store.ErrInvalid) {
-			t.Errorf("Open(%q) err = %v, want a connection error", dsn, err)
+		if errors.Is(err, dsn.ErrUnsupported) || errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Open(%q) err = %v, want a connection error", d, err)
 		}
 		msg := err.Error()
 		if strings.Contains(msg, "hunter2") {
-			t.Errorf("Open(%q) error leaks the password: %v", dsn, err)
+			t.Errorf("Open(%q) error leaks the password: %v", d, err)
 		}
 		if !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "connect") {
-			t.Errorf("Open(%q) error does not say which server failed: %v", dsn, err)
+			t.Errorf("Open(%q) error does not say which server failed: %v", d, err)
 		}
 	}
 }
@@ -111,9 +112,9 @@ func TestOpenPostgres(t *testing.T) {
 		t.Fatalf("MNEME_TEST_POSTGRES does not parse: %v", err)
 	}
 
-	s, err := Open(ctx, u.String())
+	s, err := dsn.Open(ctx, u.String())
 	if err != nil {
-		t.Fatalf("Open(MNEME_TEST_POSTGRES): %v", err)
+		t.Fatalf("dsn.Open(MNEME_TEST_POSTGRES): %v", err)
 	}
 	defer s.Close()
 	if _, ok := s.(*postgres.Store); !ok {
@@ -134,7 +135,7 @@ func TestOpenPostgres(t *testing.T) {
 	}
 	const wrong = "wrong-pw-hunter2"
 	u.User = url.UserPassword(u.User.Username(), wrong)
-	if s, err := Open(ctx, u.String()); err == nil {
+	if s, err := dsn.Open(ctx, u.String()); err == nil {
 		s.Close()
 		t.Errorf("Open with password %q succeeded: the server does not check passwords, nothing was tested", wrong)
 	} else if strings.Contains(err.Error(), wrong) {
@@ -152,7 +153,7 @@ func TestErrorsNeverShowPasswords(t *testing.T) {
 		"host=127.0.0.1 port=1 password=hunter2",
 		"mysql://u:hunter2@h/db",
 	} {
-		_, err := Open(ctx, d)
+		_, err := dsn.Open(ctx, d)
 		if err == nil {
 			t.Fatalf("%s: opened", d)
 		}
