@@ -13,7 +13,7 @@ import (
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/store/sqlite"
 	"github.com/mnemehq/mneme/token"
 	"github.com/mnemehq/mneme/window"
@@ -163,7 +163,7 @@ func TestReplayFromLog(t *testing.T) {
 // shortened by compaction (I1).
 func TestLogKeepsEverything(t *testing.T) {
 	ctx := context.Background()
-	m, err := mneme.Open(ctx, mneme.Config{Store: memory.New(), Policy: smallPolicy()})
+	m, err := mneme.Open(ctx, mneme.Config{Store: inmem.New(), Policy: smallPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestCallbacksAndBudgetError(t *testing.T) {
 	ctx := context.Background()
 	var usages, compacts int
 	p := smallPolicy()
-	m, err := mneme.Open(ctx, mneme.Config{Store: memory.New(), Policy: p,
+	m, err := mneme.Open(ctx, mneme.Config{Store: inmem.New(), Policy: p,
 		OnUsage:   func(_, _ string, u mneme.Usage) { usages++ },
 		OnCompact: func(_, _ string, c mneme.CompactEvent) { compacts++ },
 	})
@@ -229,7 +229,7 @@ func TestCallbacksAndBudgetError(t *testing.T) {
 
 func TestPolicyPerThread(t *testing.T) {
 	ctx := context.Background()
-	m, err := mneme.Open(ctx, mneme.Config{Store: memory.New()})
+	m, err := mneme.Open(ctx, mneme.Config{Store: inmem.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/mnemehq/mneme/compact"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/token"
 	"github.com/mnemehq/mneme/window"
 )
@@ -221,7 +221,7 @@ type mnemeStrategy struct {
 }
 
 func newMnemeStrategy(ctx context.Context, p window.Policy, cfg mneme.Config, closer func()) (*mnemeStrategy, error) {
-	st := memory.New()
+	st := inmem.New()
 	cfg.Store, cfg.Policy = st, &p
 	m, err := mneme.Open(ctx, cfg)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -83,7 +83,7 @@ func Run(ctx context.Context, f *Fixture, opts Options) Result {
 	}
 	st := opts.Store
 	if st == nil {
-		st = memory.New()
+		st = inmem.New()
 		defer st.Close()
 	}
 	tenant := opts.Tenant

@@ -14,7 +14,7 @@ import (
 	"github.com/mnemehq/mneme/embed"
 	"github.com/mnemehq/mneme/memory"
 	"github.com/mnemehq/mneme/store"
-	storemem "github.com/mnemehq/mneme/store/memory"
+	storemem "github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/store/sqlite"
 	"github.com/mnemehq/mneme/token"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/metrics"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/store/sqlite"
 	"github.com/mnemehq/mneme/window"
 )
@@ -24,11 +24,11 @@ func TestStoreKeepsOptionalInterfaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sq.Close()
-	bare := struct{ store.Store }{memory.New()} // no optional interface at all
+	bare := struct{ store.Store }{inmem.New()} // no optional interface at all
 	for _, tc := range []struct {
 		name string
 		st   store.Store
-	}{{"memory", memory.New()}, {"sqlite", sq}, {"bare", bare}} {
+	}{{"memory", inmem.New()}, {"sqlite", sq}, {"bare", bare}} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := metrics.New().Store(tc.st)
 			for _, c := range []struct {
@@ -52,7 +52,7 @@ func is[T any](v any) bool { _, ok := v.(T); return ok }
 // TestStoreTimesCalls: each call lands in its op and outcome.
 func TestStoreTimesCalls(t *testing.T) {
 	m := metrics.New()
-	st := m.Store(memory.New())
+	st := m.Store(inmem.New())
 	ctx := context.Background()
 	if _, err := st.Thread(ctx, "t", "missing"); err == nil {
 		t.Fatal("want not found")

@@ -12,14 +12,14 @@ import (
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/recall"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/store/sqlite"
 )
 
 // backends runs fn against each store backend that supports vectors.
 func backends(t *testing.T, fn func(t *testing.T, s store.Store)) {
 	t.Run("memory", func(t *testing.T) {
-		s := memory.New()
+		s := inmem.New()
 		t.Cleanup(func() { s.Close() })
 		fn(t, s)
 	})

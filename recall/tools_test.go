@@ -10,7 +10,7 @@ import (
 	mem "github.com/mnemehq/mneme/memory"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 
 	"github.com/mnemehq/mneme/recall"
 	"github.com/mnemehq/mneme/token"
@@ -87,7 +87,7 @@ func TestDefinitionShapes(t *testing.T) {
 
 func TestHandler(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := inmem.New()
 	defer s.Close()
 	evs, err := s.Append(ctx, "a", "t", 0, []store.Event{
 		{Kind: store.KindMessage, Message: ptr(message.NewText(message.User, "deploy INV-4401 to staging"))},

@@ -20,7 +20,7 @@ import (
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/server"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 )
 
 // The fuzz targets drive the server's whole handler chain (auth, limits,
@@ -56,7 +56,7 @@ func fuzzServer(t testing.TB) *fuzzEnv {
 	fuzzOnce.Do(func() {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 		llm := fakellm.New()
-		st := memory.New()
+		st := inmem.New()
 		pol := testPolicy(4000)
 		m, err := mneme.Open(context.Background(), mneme.Config{Store: st, Policy: &pol, Logger: quiet})
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/mnemehq/mneme/server"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/dsn"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 )
 
 // harness is a real `mneme serve` on a loopback port with a fakellm
@@ -60,7 +60,7 @@ func startServer(t testing.TB, o harnessOpts) *harness {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	llm := fakellm.Start(o.llmOpts...)
-	var st store.Store = memory.New()
+	var st store.Store = inmem.New()
 	if o.dsn != "" {
 		var err error
 		if st, err = dsn.Open(context.Background(), o.dsn); err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/mnemehq/mneme/metrics"
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/server"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 )
 
 // obsHarness is `mneme serve` with everything issue 9 adds (the JSON API,
@@ -72,7 +72,7 @@ func startObs(t testing.TB, o obsOpts) *obsHarness {
 	hist := api.NewHistory(0, 0)
 	llm := fakellm.Start()
 	pol := testPolicy(o.budget)
-	cfg := mneme.Config{Store: met.Store(memory.New()), Policy: &pol, Logger: logger, OnUsage: hist.Record}
+	cfg := mneme.Config{Store: met.Store(inmem.New()), Policy: &pol, Logger: logger, OnUsage: hist.Record}
 	cfg.OnUsage, cfg.OnCompact = met.Hooks(cfg)
 	m, err := mneme.Open(context.Background(), cfg)
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package store defines the durable thread log, the archive index over it and
-// the long-term memory store: one interface that every backend (store/memory,
+// the long-term memory store: one interface that every backend (store/inmem,
 // store/sqlite, store/postgres) implements and store/storetest checks.
 //
 // Every call is scoped by tenant (invariant I8): no method reads or writes

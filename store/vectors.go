@@ -11,7 +11,7 @@ import (
 
 // Vectors are optional: a backend that can keep embeddings of message
 // events and search them by cosine similarity implements this interface
-// (store/memory, store/sqlite with sqlite-vec, store/postgres with real[]
+// (store/inmem, store/sqlite with sqlite-vec, store/postgres with real[]
 // and an exact cosine scan). Callers type-assert for it and fall back to BM25 alone when
 // it is missing.
 //

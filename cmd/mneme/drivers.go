@@ -4,7 +4,7 @@ package main
 // PATH.db, postgres://...): it links every backend, which registers its
 // scheme with store/dsn. The library itself links none.
 import (
-	_ "github.com/mnemehq/mneme/store/memory"
+	_ "github.com/mnemehq/mneme/store/inmem"
 	_ "github.com/mnemehq/mneme/store/postgres"
 	_ "github.com/mnemehq/mneme/store/sqlite"
 )

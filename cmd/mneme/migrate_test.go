@@ -16,7 +16,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/store/sqlite"
 )
 
@@ -192,7 +192,7 @@ func TestMigrateCountCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	dst := memory.New()
+	dst := inmem.New()
 	var progress bytes.Buffer
 	rep, err := migrateStores(ctx, src, droppingStore{dst}, []string{"acme"}, &progress)
 	if err != nil {
@@ -205,7 +205,7 @@ func TestMigrateCountCheck(t *testing.T) {
 		t.Errorf("no progress bar drawn: %q", progress.String())
 	}
 	// The same copy into a faithful store passes.
-	rep, err = migrateStores(ctx, src, memory.New(), []string{"acme"}, io.Discard)
+	rep, err = migrateStores(ctx, src, inmem.New(), []string{"acme"}, io.Discard)
 	if err != nil || len(rep.mismatches) != 0 || rep.events != 3*704 || rep.memories != 250 {
 		t.Errorf("faithful copy: %+v, %v", rep, err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/dsn"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/store/postgres"
 	"github.com/mnemehq/mneme/store/sqlite"
 )
@@ -56,7 +56,7 @@ func TestOpen(t *testing.T) {
 		}
 		var got string
 		switch s.(type) {
-		case *memory.Store:
+		case *inmem.Store:
 			got = "memory"
 		case *sqlite.Store:
 			got = "sqlite"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/store/sqlite"
 )
 
@@ -41,7 +41,7 @@ func FuzzSearch(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { sq.Close() })
-	mem := memory.New()
+	mem := inmem.New()
 	var evs []store.Event
 	for _, s := range fuzzTexts {
 		m := message.NewText(message.User, s)

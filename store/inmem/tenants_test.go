@@ -1,4 +1,4 @@
-package memory_test
+package inmem_test
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 )
 
 func TestTenants(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := inmem.New()
 	m := message.NewText(message.User, "x")
 	for _, tenant := range []string{"b", "a", "gone"} {
 		if _, err := s.Append(ctx, tenant, "t", 0, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {

@@ -1,13 +1,13 @@
-package memory_test
+package inmem_test
 
 import (
 	"testing"
 
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/store/storetest"
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
+	storetest.Run(t, func(t *testing.T) store.Store { return inmem.New() })
 }

@@ -1,11 +1,11 @@
-// Package memory is the in-process store.Store: everything lives in maps
+// Package inmem is the in-process store.Store: everything lives in maps
 // behind one mutex, for tests and ephemeral use. It has the full semantics of
 // the durable backends (optimistic appends, BM25 archive search with exact
 // identifiers, memories with TTL) and passes store/storetest.
 //
 // It imports no database driver and nothing outside the store and message
 // packages.
-package memory
+package inmem
 
 import (
 	"context"
