@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 )
 
 // BenchmarkManagerLockHold20k measures the longest hold of the Manager's
@@ -23,7 +23,7 @@ import (
 // so the thread's CPU time per call (max_cpu_ms) is reported beside it:
 // the work done while holding the lock.
 func BenchmarkManagerLockHold20k(b *testing.B) {
-	m, err := Open(context.Background(), Config{Store: memory.New()})
+	m, err := Open(context.Background(), Config{Store: inmem.New()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -25,7 +25,7 @@ import (
 // are evicted and deleted between every lookup and lock. Run with -race.
 func TestOneStatePerThreadUnderEvictionAndDeletes(t *testing.T) {
 	ctx := context.Background()
-	m, err := mneme.Open(ctx, mneme.Config{Store: memory.New(), MaxThreads: 2})
+	m, err := mneme.Open(ctx, mneme.Config{Store: inmem.New(), MaxThreads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestOneStatePerThreadUnderEvictionAndDeletes(t *testing.T) {
 // the caller's slice (same address, new text) is counted anew (I3).
 func TestSystemPromptCountFollowsContent(t *testing.T) {
 	ctx := context.Background()
-	m, err := mneme.Open(ctx, mneme.Config{Store: memory.New()})
+	m, err := mneme.Open(ctx, mneme.Config{Store: inmem.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
