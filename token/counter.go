@@ -6,7 +6,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/tiktoken-go/tokenizer"
+	"github.com/tiktoken-go/tokenizer/codec"
 )
 
 // Counter counts the tokens of a text under one tokenizer. Implementations
@@ -54,10 +54,13 @@ func Names() []string {
 	return names
 }
 
-// bpe counts exactly with one of tiktoken's encodings.
+// bpe counts exactly with one of tiktoken's encodings: a hand-written
+// pre-tokenizer (pretok.go) splits the text as the encoding's regexp does,
+// and each piece is one token or the result of the byte-pair merges.
 type bpe struct {
 	name  string
-	codec tokenizer.Codec
+	next  func(s string, i int) int
+	ranks ranks
 }
 
 func (b *bpe) Name() string { return b.name }
@@ -66,28 +69,22 @@ func (b *bpe) Count(text string) int {
 	if text == "" {
 		return 0
 	}
-	n, err := b.codec.Count(text)
-	if err != nil {
-		// Only a regexp engine failure gets here. A byte-level BPE never
-		// makes more tokens than the text has bytes, so the byte length is
-		// a safe answer.
-		return len(text)
+	// tiktoken replaces invalid UTF-8 with U+FFFD before encoding; so do we.
+	text = validUTF8(text)
+	n := 0
+	for i := 0; i < len(text); {
+		j := b.next(text, i)
+		n += b.ranks.count(text[i:j])
+		i = j
 	}
 	return n
 }
 
-func newBPE(enc tokenizer.Encoding) *bpe {
-	c, err := tokenizer.Get(enc)
-	if err != nil {
-		// The encodings named here are compiled into the library.
-		panic(fmt.Sprintf("token: %s missing from tiktoken-go: %v", enc, err))
-	}
-	// tiktoken replaces invalid UTF-8 with U+FFFD before encoding; so do we.
-	c.SetErrorMode(tokenizer.ErrorModeReplace)
-	return &bpe{name: string(enc), codec: c}
-}
-
 var (
-	o200k  = sync.OnceValue(func() *bpe { return newBPE(tokenizer.O200kBase) })
-	cl100k = sync.OnceValue(func() *bpe { return newBPE(tokenizer.Cl100kBase) })
+	o200k = sync.OnceValue(func() *bpe {
+		return &bpe{name: O200kBase, next: o200kNext, ranks: ranksOf(codec.NewO200kBase())}
+	})
+	cl100k = sync.OnceValue(func() *bpe {
+		return &bpe{name: Cl100kBase, next: cl100kNext, ranks: ranksOf(codec.NewCl100kBase())}
+	})
 )

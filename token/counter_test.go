@@ -193,3 +193,35 @@ func TestConcurrentCount(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestWhitespaceShapes is the differential test of the pre-tokenizers:
+// every whitespace shape of testdata/whitespace.json (gen_whitespace.mjs)
+// must count exactly as tiktoken counts it.
+func TestWhitespaceShapes(t *testing.T) {
+	var ref struct {
+		Texts  []string `json:"texts"`
+		O200k  []int    `json:"o200k_base"`
+		Cl100k []int    `json:"cl100k_base"`
+	}
+	loadJSON(t, "testdata/whitespace.json", &ref)
+	if len(ref.Texts) < 10_000 || len(ref.O200k) != len(ref.Texts) || len(ref.Cl100k) != len(ref.Texts) {
+		t.Fatalf("whitespace.json: %d texts, %d and %d counts", len(ref.Texts), len(ref.O200k), len(ref.Cl100k))
+	}
+	for enc, want := range map[string][]int{O200kBase: ref.O200k, Cl100kBase: ref.Cl100k} {
+		c, err := Get(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, text := range ref.Texts {
+			if got := c.Count(text); got != want[i] {
+				if bad++; bad <= 20 {
+					t.Errorf("%s %q: got %d tokens, tiktoken says %d", enc, text, got, want[i])
+				}
+			}
+		}
+		if bad > 20 {
+			t.Errorf("%s: %d texts miscounted in all", enc, bad)
+		}
+	}
+}
