@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -90,9 +92,13 @@ const insertEvent = `INSERT INTO events (tenant, thread, seq, kind, at, ref, rol
 // of INSERTs.
 const copyThreshold = 64
 
-// Append implements store.Log: in one transaction it locks the thread's row
-// (or creates it), checks its last seq, inserts the events (a pipelined
-// batch, or COPY for large batches) and updates the thread's counters.
+// Append implements store.Log. Appends of fewer than copyThreshold events
+// are group-committed: concurrent ones (on this replica) share one
+// transaction, sent as one pipelined batch, and so one WAL flush; each still
+// returns only once its events are durable (I1). Each is one statement that
+// moves the thread's row only from the expected last seq and inserts the
+// events only if it did, so a conflicting append fails alone. Larger
+// appends take a transaction of their own and COPY.
 func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, evs []store.Event) ([]store.Event, error) {
 	if err := store.CheckScope(tenant, thread); err != nil {
 		return nil, err
@@ -109,15 +115,27 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		}
 		rows[i] = r
 	}
-	err := s.inTx(ctx, "append", func(tx pgx.Tx) error {
-		if err := lockTail(ctx, tx, tenant, thread, after, len(rows) > 0, now); err != nil {
-			return err
+	var err error
+	if len(rows) == 0 || len(rows) >= copyThreshold {
+		err = s.inTx(ctx, "append", func(tx pgx.Tx) error {
+			if err := lockTail(ctx, tx, tenant, thread, after, len(rows) > 0, now); err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				return nil
+			}
+			return insertRows(ctx, tx, tenant, thread, after, rows, now, false)
+		})
+	} else {
+		// Outside the group's transaction: tool names (read from what is
+		// committed up to after, which the caller has seen) and the
+		// statement's arguments.
+		resolveTools(ctx, s.pool, tenant, thread, after, rows)
+		if err = ctx.Err(); err == nil {
+			req := &appendReq{args: appendArgs(tenant, thread, after, rows, now), after: after, n: int64(len(rows))}
+			err = s.group.do(req, s.commitGroup)
 		}
-		if len(rows) == 0 {
-			return nil
-		}
-		return insertRows(ctx, tx, tenant, thread, after, rows, now, false)
-	})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +152,221 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		}
 	}
 	return out, nil
+}
+
+// appendSQL moves the thread's row from last seq $3 (creating it when $3
+// is 0) and inserts the events only if it moved: 0 rows inserted is a
+// conflict. Under READ COMMITTED a concurrent mover makes the UPDATE wait,
+// then re-check last_seq; a concurrent creator makes the INSERT wait, then
+// do nothing.
+const appendSQL = `WITH t AS (
+	UPDATE threads SET last_seq = $3 + cardinality($4::bigint[]), updated = GREATEST(updated, $15),
+		messages = messages + $16, tokens = tokens + $17
+	WHERE tenant = $1 AND id = $2 AND last_seq = $3 AND $3 > 0
+	RETURNING 1
+), c AS (
+	INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens)
+	SELECT $1, $2, $15, $15, cardinality($4::bigint[]), $16, $17 WHERE $3 = 0
+	ON CONFLICT DO NOTHING
+	RETURNING 1
+)
+INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
+SELECT $1, $2, u.seq, u.kind, u.at, u.ref, u.role, u.tool, u.tokens, u.message, u.data, u.terms, u.lossy
+FROM unnest($4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::int[],
+	$11::text[], $12::text[], $13::text[], $14::smallint[])
+	AS u(seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
+WHERE EXISTS (SELECT 1 FROM t) OR EXISTS (SELECT 1 FROM c)`
+
+// appendArgs are appendSQL's arguments for rows after seq after.
+func appendArgs(tenant, thread string, after int64, rows []row, now time.Time) []any {
+	n := len(rows)
+	var (
+		seqs, ats          = make([]int64, n), make([]int64, n)
+		kinds, terms       = make([]string, n), make([]string, n)
+		refs, roles, tools = make([]*string, n), make([]*string, n), make([]*string, n)
+		msgs, datas        = make([]*string, n), make([]*string, n)
+		tokens             = make([]int32, n)
+		lossy              = make([]int16, n)
+		nmsgs, ntoks       int64
+	)
+	for i, r := range rows {
+		seqs[i], ats[i] = r.ev.Seq, store.Nanos(r.ev.At)
+		kinds[i], terms[i] = string(r.ev.Kind), r.terms
+		refs[i], roles[i], tools[i] = r.ref(), r.role(), r.tool
+		msgs[i], datas[i] = r.json, r.data
+		tokens[i], lossy[i] = int32(r.ev.Tokens), r.lossy
+		if r.msg != nil {
+			nmsgs++
+			ntoks += int64(r.ev.Tokens)
+		}
+	}
+	return []any{tenant, thread, after, seqs, kinds, ats, refs, roles, tools, tokens, msgs, datas, terms, lossy,
+		store.Nanos(now), nmsgs, ntoks}
+}
+
+// appendReq is one Append waiting in a group.
+type appendReq struct {
+	args  []any
+	after int64
+	n     int64 // events
+
+	err    error
+	done   chan struct{} // closed when err is final
+	lead   chan struct{} // closed when this request is handed a commit slot
+	handed bool          // lead is closed (under appendGroup.mu)
+}
+
+// maxGroup bounds the appends one transaction takes.
+const maxGroup = 256
+
+// appendGroup is the group commit (as in store/sqlite, but with two
+// commits in flight: while one waits for its WAL flush, the next runs its
+// statements): an Append that finds a commit slot free commits what is
+// queued; those that arrive while both are busy queue, and the first of
+// them commits them all in one transaction when a slot frees. No goroutine
+// of its own: leadership passes from one waiting Append to the next.
+type appendGroup struct {
+	mu      sync.Mutex
+	queue   []*appendReq
+	leading int // commits in flight, at most maxLeaders
+}
+
+// maxLeaders is the number of group transactions in flight at once.
+const maxLeaders = 2
+
+// do queues req and returns once its group has committed (or failed).
+func (g *appendGroup) do(req *appendReq, commit func([]*appendReq)) error {
+	req.done, req.lead = make(chan struct{}), make(chan struct{})
+	g.mu.Lock()
+	g.queue = append(g.queue, req)
+	lead := g.leading < maxLeaders
+	if lead {
+		g.leading++
+	}
+	g.mu.Unlock()
+	if !lead {
+		// The wait ignores ctx: a request handed to a commit must learn
+		// whether it is durable.
+		select {
+		case <-req.done:
+			// Handed a commit slot too, then committed by another group:
+			// the slot must still be used or passed on.
+			select {
+			case <-req.lead:
+				g.serve(commit)
+			default:
+			}
+			return req.err
+		case <-req.lead:
+		}
+	}
+	g.serve(commit)
+	<-req.done // committed by this group or, past maxGroup, a later one
+	return req.err
+}
+
+// serve commits one group from the queue with the commit slot its caller
+// holds, then passes the slot to the first queued request not yet handed
+// one, or frees it.
+func (g *appendGroup) serve(commit func([]*appendReq)) {
+	// Let the appends on their way join: yield while each yield brings
+	// more of them (a commit's callers come back as a crowd).
+	for seen := 0; ; {
+		g.mu.Lock()
+		n := len(g.queue)
+		g.mu.Unlock()
+		if n == seen || n >= maxGroup {
+			break
+		}
+		seen = n
+		runtime.Gosched()
+	}
+	g.mu.Lock()
+	n := min(len(g.queue), maxGroup)
+	batch := g.queue[:n:n]
+	g.queue = append([]*appendReq(nil), g.queue[n:]...)
+	g.mu.Unlock()
+
+	if len(batch) > 0 {
+		commit(batch)
+		for _, r := range batch {
+			close(r.done)
+		}
+	}
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range g.queue {
+		if !r.handed {
+			r.handed = true
+			close(r.lead)
+			return
+		}
+	}
+	g.leading--
+}
+
+// commitGroup runs batch's statements as one pipelined batch in one
+// transaction. A statement that fails (a ref already used, bytes the
+// database refuses) aborts the transaction: then each request is retried
+// in a transaction of its own, so that the error stays its own.
+func (s *Store) commitGroup(batch []*appendReq) {
+	// The transaction is the group's: no caller's cancellation may abort
+	// the others.
+	ctx := context.Background()
+	inserted := make([]int64, len(batch))
+	err := s.inTx(ctx, "append", func(tx pgx.Tx) error {
+		var b pgx.Batch
+		for _, r := range batch {
+			b.Queue(appendSQL, r.args...)
+		}
+		br := tx.SendBatch(ctx, &b)
+		for i := range batch {
+			tag, err := br.Exec()
+			if err != nil {
+				br.Close()
+				return dbErr("append", err)
+			}
+			inserted[i] = tag.RowsAffected()
+		}
+		return br.Close()
+	})
+	if err != nil && len(batch) > 1 {
+		for _, r := range batch {
+			s.commitGroup([]*appendReq{r})
+		}
+		return
+	}
+	for i, r := range batch {
+		switch {
+		case err != nil:
+			r.err = err
+		case inserted[i] != r.n:
+			r.err = fmt.Errorf("%w: last seq is not %d", store.ErrConflict, r.after)
+		}
+	}
+}
+
+// resolveTools names the tool of each nameless tool result in rows: from
+// the call in rows before it, or in the thread's log up to seq after.
+func resolveTools(ctx context.Context, q querier, tenant, thread string, after int64, rows []row) {
+	for i := range rows {
+		r := &rows[i]
+		if r.msg == nil {
+			continue
+		}
+		name := store.ToolOf(*r.msg, func(id string) string {
+			return findCall(ctx, q, tenant, thread, after, rows[:i], id)
+		})
+		if name != "" {
+			r.tool = &name
+		}
+	}
+}
+
+// querier is what findCall reads with: a transaction or the pool.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // lockTail locks the thread's row and checks that its last seq is after;
@@ -218,7 +451,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 // findCall finds the name of tool call callID: first in the batch being
 // appended (newest first), then among the thread's recent assistant
 // messages, pre-filtered by the call id's JSON spelling.
-func findCall(ctx context.Context, tx pgx.Tx, tenant, thread string, after int64, batch []row, callID string) string {
+func findCall(ctx context.Context, tx querier, tenant, thread string, after int64, batch []row, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := batch[i].msg; m != nil {
 			if n := store.CallName(*m, callID); n != "" {

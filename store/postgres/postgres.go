@@ -46,6 +46,7 @@ import (
 type Store struct {
 	pool      *pgxpool.Pool
 	now       func() time.Time
+	group     appendGroup // group commit of Appends (log.go)
 	closeOnce sync.Once
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/mnemehq/mneme/message"
@@ -25,9 +27,10 @@ type prepared struct {
 	data  sql.NullString
 }
 
-// Append implements store.Log: in one IMMEDIATE transaction it checks the
-// thread's last seq, inserts the events and their archive text, and updates
-// the thread's counters.
+// Append implements store.Log. Concurrent appends share one IMMEDIATE
+// transaction and so one fsync (group commit, see appendGroup); each still
+// returns only once its events are durable (I1), and each is checked on its
+// own: a conflicting append fails alone, inside a savepoint.
 func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, evs []store.Event) ([]store.Event, error) {
 	if err := store.CheckScope(tenant, thread); err != nil {
 		return nil, err
@@ -35,93 +38,30 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	if after < 0 {
 		return nil, fmt.Errorf("%w: negative after", store.ErrInvalid)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Everything that does not need the thread's tail is done here, outside
+	// the writer's critical section: validation, refs, JSON, archive text,
+	// counters.
 	now := s.clock()
-	ps := make([]prepared, len(evs))
+	req := &appendReq{tenant: tenant, thread: thread, after: after, now: now, ps: make([]prepared, len(evs))}
 	for i, ev := range evs {
 		p, err := prepare(ev, after+int64(i)+1, now)
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", i, err)
 		}
-		ps[i] = p
-	}
-	var msgs, tokens int64
-	for _, p := range ps {
+		req.ps[i] = p
 		if p.msg != nil {
-			msgs++
-			tokens += int64(p.ev.Tokens)
+			req.msgs++
+			req.tokens += int64(p.ev.Tokens)
 		}
 	}
-
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var last int64
-		err := tx.QueryRowContext(ctx, `SELECT last_seq FROM threads WHERE tenant = ? AND id = ?`, tenant, thread).Scan(&last)
-		exists := err == nil
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("sqlite: append: %w", err)
-		}
-		if last != after {
-			return fmt.Errorf("%w: last seq is %d, not %d", store.ErrConflict, last, after)
-		}
-		if len(ps) == 0 {
-			return nil
-		}
-		if !exists {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq) VALUES (?, ?, ?, ?, 0)`,
-				tenant, thread, store.Nanos(now), store.Nanos(now)); err != nil {
-				return fmt.Errorf("sqlite: append: %w", err)
-			}
-		}
-		ins, err := tx.PrepareContext(ctx, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return fmt.Errorf("sqlite: append: %w", err)
-		}
-		defer ins.Close()
-		fts, err := tx.PrepareContext(ctx, `INSERT INTO events_fts (rowid, body) VALUES (?, ?)`)
-		if err != nil {
-			return fmt.Errorf("sqlite: append: %w", err)
-		}
-		defer fts.Close()
-		for i, p := range ps {
-			var role, tool sql.NullString
-			if p.msg != nil {
-				role = sql.NullString{String: string(p.msg.Role), Valid: true}
-				name := store.ToolOf(*p.msg, func(id string) string {
-					return s.findCall(ctx, tx, tenant, thread, after, ps[:i], id)
-				})
-				tool = sql.NullString{String: name, Valid: name != ""}
-			}
-			ref := sql.NullString{String: p.ev.Ref, Valid: p.ev.Ref != ""}
-			res, err := ins.ExecContext(ctx, tenant, thread, p.ev.Seq, string(p.ev.Kind), store.Nanos(p.ev.At),
-				ref, role, tool, p.ev.Tokens, p.json, p.data)
-			if isUniqueViolation(err) {
-				return fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
-			}
-			if err != nil {
-				return fmt.Errorf("sqlite: append: %w", err)
-			}
-			if p.msg != nil {
-				id, err := res.LastInsertId()
-				if err != nil {
-					return fmt.Errorf("sqlite: append: %w", err)
-				}
-				if _, err := fts.ExecContext(ctx, id, p.plain); err != nil {
-					return fmt.Errorf("sqlite: append: index: %w", err)
-				}
-			}
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
-			WHERE tenant = ? AND id = ?`, after+int64(len(ps)), store.Nanos(now), msgs, tokens, tenant, thread)
-		if err != nil {
-			return fmt.Errorf("sqlite: append: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.group.do(req, s.commitGroup); err != nil {
 		return nil, err
 	}
-	out := make([]store.Event, len(ps))
-	for i, p := range ps {
+	out := make([]store.Event, len(req.ps))
+	for i, p := range req.ps {
 		out[i] = p.ev
 		if p.json.Valid {
 			// Return what a Load will return, not the caller's pointer.
@@ -133,6 +73,249 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		}
 	}
 	return out, nil
+}
+
+// appendReq is one Append waiting in a group.
+type appendReq struct {
+	tenant, thread string
+	after          int64
+	now            time.Time
+	ps             []prepared
+	msgs, tokens   int64
+
+	err    error
+	done   chan struct{} // closed when err is final
+	lead   chan struct{} // closed when this request is handed a commit slot
+	handed bool          // lead is closed (under appendGroup.mu)
+}
+
+// maxGroup bounds the appends one transaction takes, so that a long queue
+// is committed in steps rather than in one ever-growing transaction.
+const maxGroup = 256
+
+// appendGroup is the group commit: the first Append to arrive commits
+// alone; those that arrive while a commit (and its fsync) is under way
+// queue, and the first of them commits them all in one transaction once the
+// commit before is done. No goroutine of its own: leadership passes from one
+// waiting Append to the next.
+type appendGroup struct {
+	mu      sync.Mutex
+	queue   []*appendReq
+	leading int // commits in flight, at most maxLeaders
+}
+
+// maxLeaders is the number of group transactions in flight at once: one,
+// since SQLite has one writer.
+const maxLeaders = 1
+
+// do queues req and returns once its group has committed (or failed).
+func (g *appendGroup) do(req *appendReq, commit func([]*appendReq)) error {
+	req.done, req.lead = make(chan struct{}), make(chan struct{})
+	g.mu.Lock()
+	g.queue = append(g.queue, req)
+	lead := g.leading < maxLeaders
+	if lead {
+		g.leading++
+	}
+	g.mu.Unlock()
+	if !lead {
+		// The wait ignores ctx: a request handed to a commit must learn
+		// whether it is durable.
+		select {
+		case <-req.done:
+			// Handed a commit slot too, then committed by another group:
+			// the slot must still be used or passed on.
+			select {
+			case <-req.lead:
+				g.serve(commit)
+			default:
+			}
+			return req.err
+		case <-req.lead:
+		}
+	}
+	g.serve(commit)
+	<-req.done // committed by this group or, past maxGroup, a later one
+	return req.err
+}
+
+// serve commits one group from the queue with the commit slot its caller
+// holds, then passes the slot to the first queued request not yet handed
+// one, or frees it.
+func (g *appendGroup) serve(commit func([]*appendReq)) {
+	// Let the appends on their way join: yield while each yield brings
+	// more of them (a commit's callers come back as a crowd).
+	for seen := 0; ; {
+		g.mu.Lock()
+		n := len(g.queue)
+		g.mu.Unlock()
+		if n == seen || n >= maxGroup {
+			break
+		}
+		seen = n
+		runtime.Gosched()
+	}
+	g.mu.Lock()
+	n := min(len(g.queue), maxGroup)
+	batch := g.queue[:n:n]
+	g.queue = append([]*appendReq(nil), g.queue[n:]...)
+	g.mu.Unlock()
+
+	if len(batch) > 0 {
+		commit(batch)
+		for _, r := range batch {
+			close(r.done)
+		}
+	}
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range g.queue {
+		if !r.handed {
+			r.handed = true
+			close(r.lead)
+			return
+		}
+	}
+	g.leading--
+}
+
+// appendStmts are the statements a group runs, prepared once per group.
+type appendStmts struct {
+	ins, fts, bump *sql.Stmt
+}
+
+// commitGroup writes every request of batch in one transaction: each in a
+// savepoint when there are several, so that one request's conflict or bad
+// ref rolls back that request alone. If the commit fails, every request
+// fails: none of them is durable.
+func (s *Store) commitGroup(batch []*appendReq) {
+	// The transaction is the group's, not one caller's: no caller's
+	// cancellation may abort the others.
+	ctx := context.Background()
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var st appendStmts
+		var err error
+		if st.ins, err = tx.PrepareContext(ctx, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+			return fmt.Errorf("sqlite: append: %w", err)
+		}
+		defer st.ins.Close()
+		if st.fts, err = tx.PrepareContext(ctx, `INSERT INTO events_fts (rowid, body) VALUES (?, ?)`); err != nil {
+			return fmt.Errorf("sqlite: append: %w", err)
+		}
+		defer st.fts.Close()
+		if st.bump, err = tx.PrepareContext(ctx, `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
+			WHERE tenant = ? AND id = ? AND last_seq = ?`); err != nil {
+			return fmt.Errorf("sqlite: append: %w", err)
+		}
+		defer st.bump.Close()
+		if len(batch) == 1 {
+			// Alone: the request's error is the transaction's.
+			batch[0].err = s.appendIn(ctx, tx, &st, batch[0])
+			return batch[0].err
+		}
+		for _, r := range batch {
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT append`); err != nil {
+				return fmt.Errorf("sqlite: append: %w", err)
+			}
+			if r.err = s.appendIn(ctx, tx, &st, r); r.err != nil {
+				if _, err := tx.ExecContext(ctx, `ROLLBACK TO append`); err != nil {
+					return fmt.Errorf("sqlite: append: %w", err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `RELEASE append`); err != nil {
+				return fmt.Errorf("sqlite: append: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, r := range batch {
+			if r.err == nil {
+				r.err = err
+			}
+		}
+	}
+}
+
+// appendIn checks r's expected last seq and writes its events in tx. The
+// thread's row moves first, guarded by the expected seq, so that the common
+// case costs no read.
+func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *appendReq) error {
+	ps := r.ps
+	if len(ps) == 0 {
+		last, err := lastSeqIn(ctx, tx, r.tenant, r.thread)
+		if err != nil {
+			return err
+		}
+		if last != r.after {
+			return fmt.Errorf("%w: last seq is %d, not %d", store.ErrConflict, last, r.after)
+		}
+		return nil
+	}
+	newLast := r.after + int64(len(ps))
+	var moved int64
+	if r.after == 0 {
+		res, err := tx.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			r.tenant, r.thread, store.Nanos(r.now), store.Nanos(r.now), newLast, r.msgs, r.tokens)
+		if err != nil {
+			return fmt.Errorf("sqlite: append: %w", err)
+		}
+		moved, _ = res.RowsAffected()
+	} else {
+		res, err := st.bump.ExecContext(ctx, newLast, store.Nanos(r.now), r.msgs, r.tokens, r.tenant, r.thread, r.after)
+		if err != nil {
+			return fmt.Errorf("sqlite: append: %w", err)
+		}
+		moved, _ = res.RowsAffected()
+	}
+	if moved == 0 {
+		last, err := lastSeqIn(ctx, tx, r.tenant, r.thread)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: last seq is %d, not %d", store.ErrConflict, last, r.after)
+	}
+	for i, p := range ps {
+		var role, tool sql.NullString
+		if p.msg != nil {
+			role = sql.NullString{String: string(p.msg.Role), Valid: true}
+			name := store.ToolOf(*p.msg, func(id string) string {
+				return s.findCall(ctx, tx, r.tenant, r.thread, r.after, ps[:i], id)
+			})
+			tool = sql.NullString{String: name, Valid: name != ""}
+		}
+		ref := sql.NullString{String: p.ev.Ref, Valid: p.ev.Ref != ""}
+		res, err := st.ins.ExecContext(ctx, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), store.Nanos(p.ev.At),
+			ref, role, tool, p.ev.Tokens, p.json, p.data)
+		if isUniqueViolation(err) {
+			return fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: append: %w", err)
+		}
+		if p.msg != nil {
+			id, err := res.LastInsertId()
+			if err != nil {
+				return fmt.Errorf("sqlite: append: %w", err)
+			}
+			if _, err := st.fts.ExecContext(ctx, id, p.plain); err != nil {
+				return fmt.Errorf("sqlite: append: index: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+func lastSeqIn(ctx context.Context, tx *sql.Tx, tenant, thread string) (int64, error) {
+	var last int64
+	err := tx.QueryRowContext(ctx, `SELECT last_seq FROM threads WHERE tenant = ? AND id = ?`, tenant, thread).Scan(&last)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("sqlite: append: %w", err)
+	}
+	return last, nil
 }
 
 // prepare validates an event and encodes it for insertion as seq.

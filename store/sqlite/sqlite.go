@@ -40,6 +40,7 @@ import (
 type Store struct {
 	w, r      *sql.DB
 	now       func() time.Time
+	group     appendGroup // group commit of Appends (log.go)
 	closeOnce sync.Once
 	closeErr  error
 }

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Conflict", testConflict},
 		{"InvalidArguments", testInvalid},
 		{"ConcurrentAppend", testConcurrentAppend},
+		{"GroupedAppend", testGroupedAppend},
 		{"TenantIsolation", testTenantIsolation},
 		{"DeleteThread", testDeleteThread},
 		{"ThreadsPaging", testThreadsPaging},
@@ -365,6 +366,85 @@ func testConcurrentAppend(t *testing.T, s store.Store) {
 		t.Errorf("only %d appends in 2 s", total)
 	}
 	t.Logf("%d appends by %d writers", total, writers)
+}
+
+// testGroupedAppend: 32 threads append at once, as a backend that commits
+// concurrent appends together (group commit) sees them; beside each good
+// append runs a bad one on the same thread (an expected seq behind or ahead
+// of the tail, or a ref already used). Every bad append fails alone with its
+// own error, every good one lands exactly once, in order.
+func testGroupedAppend(t *testing.T, s store.Store) {
+	const threads, rounds = 32, 12
+	errs := make(chan error, threads*rounds*2)
+	var wg sync.WaitGroup
+	for th := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("g%02d", th)
+			var last int64
+			var firstRef string
+			for i := range rounds {
+				bad := text(message.User, fmt.Sprintf("bad %s %d", id, i))
+				var badAfter int64
+				wantErr := store.ErrConflict
+				switch {
+				case i%3 == 0 || last == 0:
+					badAfter = last + 1000 // ahead: never the tail
+				case i%3 == 1:
+					badAfter = last - 1 // behind: the tail only grows
+				default:
+					badAfter, bad.Ref, wantErr = -1, firstRef, store.ErrInvalid
+				}
+				var inner sync.WaitGroup
+				inner.Add(1)
+				go func() {
+					defer inner.Done()
+					after := badAfter
+					if after < 0 {
+						after = last
+					}
+					_, err := s.Append(ctx, "acme", id, after, []store.Event{bad})
+					// A used ref appended at the tail fails as invalid, or as
+					// a conflict when the good append took the tail first.
+					if !errors.Is(err, wantErr) && !(badAfter < 0 && errors.Is(err, store.ErrConflict)) {
+						errs <- fmt.Errorf("%s round %d: bad append (after %d) gave %v, want %v", id, i, after, err, wantErr)
+					}
+				}()
+				got, err := s.Append(ctx, "acme", id, last, []store.Event{text(message.User, fmt.Sprintf("good %s %d", id, i))})
+				inner.Wait()
+				if err != nil {
+					errs <- fmt.Errorf("%s round %d: good append: %w", id, i, err)
+					return
+				}
+				if firstRef == "" {
+					firstRef = got[0].Ref
+				}
+				last = got[0].Seq
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for th := range threads {
+		id := fmt.Sprintf("g%02d", th)
+		evs := mustLoad(t, s, "acme", id)
+		if len(evs) != rounds {
+			t.Errorf("%s: %d events, want %d", id, len(evs), rounds)
+			continue
+		}
+		for i, ev := range evs {
+			if want := fmt.Sprintf("good %s %d", id, i); ev.Seq != int64(i+1) || ev.Message.TextOf() != want {
+				t.Errorf("%s: event %d is seq %d %q, want seq %d %q", id, i, ev.Seq, ev.Message.TextOf(), i+1, want)
+			}
+		}
+		if ti, err := s.Thread(ctx, "acme", id); err != nil || ti.Messages != rounds || ti.Events != rounds {
+			t.Errorf("%s: thread info %+v, %v; want %d messages and events", id, ti, err, rounds)
+		}
+	}
 }
 
 // testTenantIsolation: tenant B can do nothing to or learn nothing of
