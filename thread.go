@@ -42,6 +42,12 @@ type threadState struct {
 	tok    string // tokenizer name the state counts with
 	sz     sizer
 	buf    buffer // background observations, see buffer.go
+	// proj is the log as the client saw it (projection.go), caught up
+	// with the state: what AppendHistory compares a history with.
+	proj projector
+	// gen counts the thread's deletions: a turn begun before one records
+	// nothing after it.
+	gen uint64
 }
 
 // CompactInput is what a Compactor gets: the messages leaving the window
@@ -124,6 +130,7 @@ func (t *Thread) reset(ts *threadState, p Policy) error {
 		return err
 	}
 	ts.st, ts.policy, ts.tok, ts.sz = st, p, c.Name(), sz
+	ts.proj = newLogProjector()
 	return nil
 }
 
@@ -151,6 +158,7 @@ func (t *Thread) applyAll(ts *threadState, evs []store.Event) error {
 		if err := ts.st.Apply(ev); err != nil {
 			return err
 		}
+		ts.proj.applyEvent(&ev)
 	}
 	return nil
 }
@@ -214,8 +222,14 @@ func (t *Thread) appendEvents(ctx context.Context, ts *threadState, evs []store.
 		if try >= retryConflicts {
 			return nil, errTooManyConflicts
 		}
+		before := ts.st.LastSeq()
 		if err := t.catchUp(ctx, ts); err != nil {
 			return nil, err
+		}
+		if ts.st.LastSeq() == before {
+			// Nothing new after our last seq, yet the append conflicted:
+			// the log is shorter than the state (deleted elsewhere).
+			return nil, errLogShrank
 		}
 		if replan != nil {
 			if evs, err = replan(); err != nil || evs == nil {
@@ -390,6 +404,7 @@ func (t *Thread) Delete(ctx context.Context) error {
 	defer t.m.unlock(ts)
 	err := t.m.store.DeleteThread(ctx, t.tenant, t.id)
 	ts.clear()
+	ts.gen++ // a turn begun before the delete records nothing
 	return err
 }
 
@@ -479,6 +494,7 @@ func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowO
 		}
 	}
 	req := t.request(ts, opts)
+	sysDelta := t.systemDelta(ts, &req)
 	done, err := t.activateReflection(ctx, ts)
 	if err != nil {
 		return nil, err
@@ -499,6 +515,7 @@ func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowO
 	if err != nil {
 		return nil, err
 	}
+	t.applySystem(ts, w, sysDelta)
 	if done != nil {
 		w.Usage.Step = true
 		w.Usage.Compacted = done.Compacted

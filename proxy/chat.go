@@ -124,6 +124,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 		p.engineError(w, api, err)
 		return
 	}
+	defer s.turn.Close()
 	x := &exchange{p: p, w: w, r: r.WithContext(ctx), d: d, req: req, s: s, win: win}
 	x.setHeaders()
 	status := x.run(ctx, req.boolean("stream"))
@@ -194,7 +195,7 @@ func (p *Proxy) engineError(w http.ResponseWriter, api API, err error) {
 	var be *mneme.BudgetError
 	var fe *window.FieldError
 	switch {
-	case errors.As(err, &be), errors.As(err, &fe), errors.Is(err, store.ErrInvalid), errors.Is(err, errForkDepth):
+	case errors.As(err, &be), errors.As(err, &fe), errors.Is(err, store.ErrInvalid):
 		writeError(w, api, http.StatusBadRequest, err.Error())
 	case isTimeout(err):
 		writeError(w, api, http.StatusGatewayTimeout, err.Error())
@@ -212,8 +213,8 @@ func (x *exchange) setHeaders() {
 	h.Set(HeaderBudget, strconv.Itoa(u.Budget))
 	h.Set(HeaderThreadTok, strconv.FormatInt(u.ThreadTokens, 10))
 	h.Set(HeaderCompacted, strconv.FormatBool(u.Step))
-	if x.s.forkedFrom != "" {
-		h.Set(HeaderForkedFrom, x.s.forkedFrom)
+	if f := x.s.forkedFrom(); f != "" {
+		h.Set(HeaderForkedFrom, f)
 	}
 }
 
@@ -310,7 +311,7 @@ func (x *exchange) run(ctx context.Context, stream bool) int {
 			return resp.StatusCode
 		}
 		x.rounds++
-		if _, x.win, err = x.s.thread.AppendWindow(ctx, append([]message.Message{reply}, results...), x.s.opts); err != nil {
+		if x.win, err = x.s.turn.Continue(ctx, append([]message.Message{reply}, results...)); err != nil {
 			x.p.engineError(x.w, api, err)
 			return http.StatusInternalServerError
 		}
@@ -340,11 +341,27 @@ func (x *exchange) answer(ctx context.Context, calls []message.Part) ([]message.
 func (x *exchange) record(ctx context.Context, msgs ...message.Message) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	_, err := x.s.thread.Append(ctx, msgs...)
+	_, err := x.s.turn.Record(ctx, msgs...)
+	if errors.Is(err, mneme.ErrDeleted) {
+		// The thread was deleted while the model answered: the reply
+		// belongs to the deleted conversation and stays out of the log;
+		// the client still gets it (its next request, carrying its own
+		// history, begins the thread again).
+		x.p.log.Info("proxy: thread deleted during the request; reply not recorded", "tenant", x.s.tenant, "thread", x.s.id)
+		return nil
+	}
 	if err != nil {
 		x.p.log.Error("proxy: recording the reply", "tenant", x.s.tenant, "thread", x.s.id, "err", err)
+		return err
 	}
-	return err
+	// A re-run learns its branch from its reply: a reply not yet written
+	// to the client names it (a stream has sent its headers already).
+	x.s.id = x.s.turn.Thread()
+	x.w.Header().Set(HeaderThread, x.s.id)
+	if f := x.s.forkedFrom(); f != "" {
+		x.w.Header().Set(HeaderForkedFrom, f)
+	}
+	return nil
 }
 
 func setMeta(m map[string]string, key string) map[string]string {

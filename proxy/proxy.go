@@ -83,9 +83,6 @@ type Proxy struct {
 	recall    recaller
 	forward   http.Handler
 
-	mu    sync.Mutex
-	cache map[threadKey]*logUnits
-
 	inflight sync.WaitGroup
 }
 
@@ -94,7 +91,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Manager == nil {
 		return nil, errors.New("proxy: Config.Manager is required")
 	}
-	p := &Proxy{cfg: cfg, m: cfg.Manager, store: cfg.Manager.Store(), client: cfg.Client, log: cfg.Logger, cache: map[threadKey]*logUnits{}}
+	p := &Proxy{cfg: cfg, m: cfg.Manager, store: cfg.Manager.Store(), client: cfg.Client, log: cfg.Logger}
 	var err error
 	if p.openai, err = baseURL(cfg.OpenAIUpstream, DefaultOpenAIUpstream); err != nil {
 		return nil, fmt.Errorf("proxy: openai upstream: %w", err)

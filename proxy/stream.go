@@ -216,7 +216,7 @@ func (x *exchange) relay(ctx context.Context, resp *http.Response) int {
 		}
 		x.rounds++
 		st.carry(carry)
-		if _, x.win, err = x.s.thread.AppendWindow(ctx, append([]message.Message{msg}, results...), x.s.opts); err != nil {
+		if x.win, err = x.s.turn.Continue(ctx, append([]message.Message{msg}, results...)); err != nil {
 			x.p.log.Error("proxy: recall window", "thread", x.s.id, "err", err)
 			return http.StatusOK
 		}

@@ -222,6 +222,25 @@ func (r *rig) snapshot(t testing.TB, tenants ...string) string {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // messagesOf returns a thread's logged messages.
+// branchOf returns the one branch of thread parent.
+func (r *rig) branchOf(t testing.TB, tenant, parent string) string {
+	t.Helper()
+	infos, _, err := r.st.Threads(context.Background(), tenant, store.Page{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, in := range infos {
+		if strings.HasPrefix(in.ID, parent+"~") {
+			out = append(out, in.ID)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("branches of %s: %q, want one", parent, out)
+	}
+	return out[0]
+}
+
 func (r *rig) messagesOf(t testing.TB, tenant, thread string) []message.Message {
 	t.Helper()
 	msgs, err := r.m.Thread(tenant, thread).Messages(context.Background())
