@@ -257,18 +257,18 @@ func TestAppendModeChecksResults(t *testing.T) {
 	call := func(id string) message.Message {
 		return message.NewToolCalls("", message.Part{ToolCallID: id, ToolName: "grep", Arguments: "{}"})
 	}
-	if _, err := th.AppendHistory(ctx, []message.Message{message.NewText(message.User, "go"), call("c1")}, app); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := th.AppendHistory(ctx, []message.Message{message.NewToolResult("c1", "ok")}, app); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := th.AppendHistory(ctx, []message.Message{call("c2"), message.NewText(message.User, "moved on")}, app); err != nil {
-		t.Fatal(err)
+	for _, msgs := range [][]message.Message{
+		{message.NewText(message.User, "go"), call("c1")},
+		{message.NewToolResult("c1", "ok")},
+		{call("c2"), message.NewText(message.User, "moved on")},
+	} {
+		x, err := th.AppendHistory(ctx, msgs, app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Close()
 	}
 	before := lines(t, m, "tools")
-	// (the turns of append mode are not kept: Close is not needed for a
-	// refused one, and the kept ones are released here)
 	for name, msgs := range map[string][]message.Message{
 		"second result":          {message.NewToolResult("c1", "again")},
 		"late result":            {message.NewToolResult("c2", "late")},
