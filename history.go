@@ -69,7 +69,7 @@ type Turn struct {
 	ts     *threadState // its state (the parent's while a re-run), pinned until Close
 	gen    uint64       // ts.gen when the turn began
 	closed bool
-	parent string       // the branch's parent, when the request went through a fork
+	parent string // the branch's parent, when the request went through a fork
 	opts   WindowOptions
 
 	// Appended are the events the request added to the log.

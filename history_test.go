@@ -11,12 +11,12 @@ import (
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 )
 
 func openMem(t testing.TB) *mneme.Manager {
 	t.Helper()
-	m, err := mneme.Open(context.Background(), mneme.Config{Store: memory.New()})
+	m, err := mneme.Open(context.Background(), mneme.Config{Store: inmem.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
