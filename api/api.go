@@ -262,7 +262,7 @@ type SearchResult struct {
 
 // MemoryList is GET /api/memory.
 type MemoryList struct {
-	Items []store.Item `json:"items"`
+	Items []store.Memory `json:"items"`
 }
 
 // MemoryPut is the body of PUT /api/memory/item.
@@ -755,7 +755,7 @@ func (a *API) searchMemory(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	tenant, q := a.tenant(r.Context()), r.URL.Query().Get("q")
-	var items []store.Item
+	var items []store.Memory
 	if q == "" && filter == nil {
 		items, err = a.mem.List(r.Context(), tenant, namespace(r), int(limit), int(offset))
 	} else {
@@ -771,7 +771,7 @@ func (a *API) searchMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if items == nil {
-		items = []store.Item{}
+		items = []store.Memory{}
 	}
 	writeJSON(w, http.StatusOK, MemoryList{Items: items})
 }

@@ -19,7 +19,7 @@ func RankScores(hits []store.Hit) []store.Hit {
 }
 
 // RankItemScores does the same for memory items found by a search.
-func RankItemScores(items []store.Item) []store.Item {
+func RankItemScores(items []store.Memory) []store.Memory {
 	for i := range items {
 		items[i].Score = rankScore(i)
 	}

@@ -294,7 +294,7 @@ func (t *tools) server(tenant string) *mcp.Server {
 	return s
 }
 
-func itemOf(it store.Item) MemoryItem {
+func itemOf(it store.Memory) MemoryItem {
 	var v any
 	_ = json.Unmarshal(it.Value, &v)
 	return MemoryItem{Namespace: it.Namespace, Key: it.Key, Value: v, Updated: it.Updated.Format("2006-01-02T15:04:05Z07:00"), Score: it.Score}

@@ -41,7 +41,7 @@ func Inject(ctx context.Context, mem *Store, tenant string, namespaces [][]strin
 	n := 0
 	seen := map[string]bool{}
 	for _, ns := range namespaces {
-		var items []store.Item
+		var items []store.Memory
 		var err error
 		if strings.TrimSpace(query) == "" {
 			items, err = mem.List(ctx, tenant, ns, injectPerNamespace, 0)
@@ -79,7 +79,7 @@ func finish(b *strings.Builder, n int, closing string) string {
 }
 
 // renderItem is one line: [namespace] key: compact JSON value.
-func renderItem(it store.Item) string {
+func renderItem(it store.Memory) string {
 	var v bytes.Buffer
 	if err := json.Compact(&v, it.Value); err != nil {
 		v.Reset()

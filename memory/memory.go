@@ -68,11 +68,11 @@ const (
 // Put stores value under namespace and key, replacing any item there. A
 // ttl > 0 makes the item expire (invisible, then purged) after it; 0 keeps
 // it until deleted.
-func (s *Store) Put(ctx context.Context, tenant string, namespace []string, key string, value json.RawMessage, ttl time.Duration) (store.Item, error) {
+func (s *Store) Put(ctx context.Context, tenant string, namespace []string, key string, value json.RawMessage, ttl time.Duration) (store.Memory, error) {
 	if ttl < 0 {
-		return store.Item{}, fmt.Errorf("%w: negative ttl", store.ErrInvalid)
+		return store.Memory{}, fmt.Errorf("%w: negative ttl", store.ErrInvalid)
 	}
-	it := store.Item{Namespace: namespace, Key: key, Value: value}
+	it := store.Memory{Namespace: namespace, Key: key, Value: value}
 	if ttl > 0 {
 		it.Expires = s.now().Add(ttl).UTC()
 	}
@@ -81,7 +81,7 @@ func (s *Store) Put(ctx context.Context, tenant string, namespace []string, key 
 
 // Get returns one item, or store.ErrNotFound (also when expired or of
 // another tenant).
-func (s *Store) Get(ctx context.Context, tenant string, namespace []string, key string) (store.Item, error) {
+func (s *Store) Get(ctx context.Context, tenant string, namespace []string, key string) (store.Memory, error) {
 	return s.backend.GetMemory(ctx, tenant, namespace, key)
 }
 
@@ -92,7 +92,7 @@ func (s *Store) Delete(ctx context.Context, tenant string, namespace []string, k
 
 // List returns the items under the namespace prefix (nil: all the
 // tenant's), most recently updated first.
-func (s *Store) List(ctx context.Context, tenant string, prefix []string, limit, offset int) ([]store.Item, error) {
+func (s *Store) List(ctx context.Context, tenant string, prefix []string, limit, offset int) ([]store.Memory, error) {
 	return s.backend.SearchMemory(ctx, tenant, store.MemoryQuery{Prefix: prefix, Limit: clampLimit(limit), Offset: offset})
 }
 
@@ -109,7 +109,7 @@ func clampLimit(n int) int {
 // fused by reciprocal rank (identifier-like or quoted terms still must
 // match exactly: similarity then only re-ranks). Embedding failures
 // degrade to BM25, never to an error.
-func (s *Store) Search(ctx context.Context, tenant string, prefix []string, query string, filter map[string]any, limit int) ([]store.Item, error) {
+func (s *Store) Search(ctx context.Context, tenant string, prefix []string, query string, filter map[string]any, limit int) ([]store.Memory, error) {
 	limit = clampLimit(limit)
 	q := store.MemoryQuery{Prefix: prefix, Text: query, Filter: filter, Limit: limit}
 	pq, err := store.ParseQuery(query)
@@ -124,7 +124,7 @@ func (s *Store) Search(ctx context.Context, tenant string, prefix []string, quer
 	if err != nil {
 		return nil, err
 	}
-	var pool []store.Item
+	var pool []store.Memory
 	if len(pq.Required()) == 0 {
 		// Candidates the words missed: the newest items under the prefix.
 		pool, err = s.backend.SearchMemory(ctx, tenant, store.MemoryQuery{Prefix: prefix, Filter: filter, Limit: 200})
@@ -132,7 +132,7 @@ func (s *Store) Search(ctx context.Context, tenant string, prefix []string, quer
 			return nil, err
 		}
 	}
-	near, err := s.rankBySimilarity(ctx, query, append(append([]store.Item(nil), text...), pool...))
+	near, err := s.rankBySimilarity(ctx, query, append(append([]store.Memory(nil), text...), pool...))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -143,7 +143,7 @@ func (s *Store) Search(ctx context.Context, tenant string, prefix []string, quer
 	return fuse(text, near, limit), nil
 }
 
-func cutItems(items []store.Item, n int) []store.Item {
+func cutItems(items []store.Memory, n int) []store.Memory {
 	if len(items) > n {
 		return items[:n]
 	}
@@ -160,10 +160,10 @@ const maxCache = 20000
 
 // rankBySimilarity embeds the query and the items (cached per item
 // version) and returns the items by decreasing cosine similarity.
-func (s *Store) rankBySimilarity(ctx context.Context, query string, items []store.Item) ([]store.Item, error) {
+func (s *Store) rankBySimilarity(ctx context.Context, query string, items []store.Memory) ([]store.Memory, error) {
 	model := s.embedder.Model()
 	seen := map[vecKey]bool{}
-	var uniq []store.Item
+	var uniq []store.Memory
 	var keys []vecKey
 	var missing []int
 	s.mu.Lock()
@@ -213,7 +213,7 @@ func (s *Store) rankBySimilarity(ctx context.Context, query string, items []stor
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return scores[idx[a]] > scores[idx[b]] })
-	out := make([]store.Item, len(idx))
+	out := make([]store.Memory, len(idx))
 	for i, j := range idx {
 		out[i] = uniq[j]
 		out[i].Score = scores[j]
@@ -223,10 +223,10 @@ func (s *Store) rankBySimilarity(ctx context.Context, query string, items []stor
 
 // fuse merges the BM25 and similarity rankings by reciprocal rank and
 // keeps the best limit items, each scored by its fused score.
-func fuse(text, near []store.Item, limit int) []store.Item {
-	id := func(it store.Item) string { return store.JoinNamespace(it.Namespace) + "\x00" + it.Key }
+func fuse(text, near []store.Memory, limit int) []store.Memory {
+	id := func(it store.Memory) string { return store.JoinNamespace(it.Namespace) + "\x00" + it.Key }
 	all := embed.Fuse(text, near, id, embed.RRFK)
-	out := make([]store.Item, 0, min(limit, len(all)))
+	out := make([]store.Memory, 0, min(limit, len(all)))
 	for _, f := range all[:min(limit, len(all))] {
 		it := f.Item
 		it.Score = f.Score

@@ -35,7 +35,7 @@ func backends(t *testing.T, fn func(t *testing.T, b store.Memories)) {
 	})
 }
 
-func keys(items []store.Item) []string {
+func keys(items []store.Memory) []string {
 	var out []string
 	for _, it := range items {
 		out = append(out, strings.Join(it.Namespace, "/")+":"+it.Key)

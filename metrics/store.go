@@ -129,12 +129,12 @@ func (s *timedStore) Search(ctx context.Context, tenant string, q store.SearchQu
 	return s.Store.Search(ctx, tenant, q)
 }
 
-func (s *timedStore) PutMemory(ctx context.Context, tenant string, it store.Item) (out store.Item, err error) {
+func (s *timedStore) PutMemory(ctx context.Context, tenant string, it store.Memory) (out store.Memory, err error) {
 	defer func(start time.Time) { s.observe("put_memory", start, err) }(time.Now())
 	return s.Store.PutMemory(ctx, tenant, it)
 }
 
-func (s *timedStore) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (out store.Item, err error) {
+func (s *timedStore) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (out store.Memory, err error) {
 	defer func(start time.Time) { s.observe("get_memory", start, err) }(time.Now())
 	return s.Store.GetMemory(ctx, tenant, namespace, key)
 }
@@ -144,7 +144,7 @@ func (s *timedStore) DeleteMemory(ctx context.Context, tenant string, namespace 
 	return s.Store.DeleteMemory(ctx, tenant, namespace, key)
 }
 
-func (s *timedStore) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) (items []store.Item, err error) {
+func (s *timedStore) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) (items []store.Memory, err error) {
 	defer func(start time.Time) { s.observe("search_memory", start, err) }(time.Now())
 	return s.Store.SearchMemory(ctx, tenant, q)
 }

@@ -108,13 +108,13 @@ func (c *countingStore) Search(ctx context.Context, tenant string, q store.Searc
 	return out, err
 }
 
-func (c *countingStore) PutMemory(ctx context.Context, tenant string, it store.Item) (store.Item, error) {
+func (c *countingStore) PutMemory(ctx context.Context, tenant string, it store.Memory) (store.Memory, error) {
 	out, err := c.Store.PutMemory(ctx, tenant, it)
 	c.count("put_memory", err)
 	return out, err
 }
 
-func (c *countingStore) GetMemory(ctx context.Context, tenant string, ns []string, key string) (store.Item, error) {
+func (c *countingStore) GetMemory(ctx context.Context, tenant string, ns []string, key string) (store.Memory, error) {
 	out, err := c.Store.GetMemory(ctx, tenant, ns, key)
 	c.count("get_memory", err)
 	return out, err
@@ -126,7 +126,7 @@ func (c *countingStore) DeleteMemory(ctx context.Context, tenant string, ns []st
 	return err
 }
 
-func (c *countingStore) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Item, error) {
+func (c *countingStore) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Memory, error) {
 	out, err := c.Store.SearchMemory(ctx, tenant, q)
 	c.count("search_memory", err)
 	return out, err

@@ -93,7 +93,7 @@ func (e *fuzzEnv) tenant(t *testing.T, seed bool) string {
 	if _, err := e.st.Append(ctx, tenant, "seed", 0, []store.Event{{Kind: store.KindMessage, Message: &u}, {Kind: store.KindMessage, Message: &a}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.PutMemory(ctx, tenant, store.Item{Namespace: []string{"a"}, Key: "seed", Value: json.RawMessage(`"seed"`)}); err != nil {
+	if _, err := e.st.PutMemory(ctx, tenant, store.Memory{Namespace: []string{"a"}, Key: "seed", Value: json.RawMessage(`"seed"`)}); err != nil {
 		t.Fatal(err)
 	}
 	return tenant

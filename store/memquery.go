@@ -68,7 +68,7 @@ func SplitNamespace(s string) []string {
 }
 
 // CheckItem validates an item for PutMemory.
-func CheckItem(tenant string, it Item) error {
+func CheckItem(tenant string, it Memory) error {
 	if tenant == "" || len(tenant) > 256 {
 		return fmt.Errorf("%w: empty or oversized tenant", ErrInvalid)
 	}

@@ -144,8 +144,8 @@ type Archive interface {
 	Search(ctx context.Context, tenant string, q SearchQuery) ([]Hit, error)
 }
 
-// Item is one long-term memory entry.
-type Item struct {
+// Memory is one long-term memory entry.
+type Memory struct {
 	Namespace []string        `json:"namespace"`
 	Key       string          `json:"key"`
 	Value     json.RawMessage `json:"value"`
@@ -167,10 +167,10 @@ type MemoryQuery struct {
 // Memories is the tenant's long-term namespaced key-value store
 // (LangGraph Store semantics). Expired items are invisible.
 type Memories interface {
-	PutMemory(ctx context.Context, tenant string, it Item) (Item, error)
-	GetMemory(ctx context.Context, tenant string, namespace []string, key string) (Item, error)
+	PutMemory(ctx context.Context, tenant string, it Memory) (Memory, error)
+	GetMemory(ctx context.Context, tenant string, namespace []string, key string) (Memory, error)
 	DeleteMemory(ctx context.Context, tenant string, namespace []string, key string) error
-	SearchMemory(ctx context.Context, tenant string, q MemoryQuery) ([]Item, error)
+	SearchMemory(ctx context.Context, tenant string, q MemoryQuery) ([]Memory, error)
 	// DeleteNamespace removes every item under the prefix; it returns how many.
 	DeleteNamespace(ctx context.Context, tenant string, prefix []string) (int, error)
 }

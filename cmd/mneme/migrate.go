@@ -94,7 +94,7 @@ a target thread that differs from the source is an error.`,
 // token counts but stamps memories with the time of the copy.
 type importer interface {
 	Import(ctx context.Context, tenant, thread string, evs []store.Event) error
-	ImportMemory(ctx context.Context, tenant string, it store.Item) error
+	ImportMemory(ctx context.Context, tenant string, it store.Memory) error
 }
 
 // migrateReport sums up a migration; mismatches lists what the final count
@@ -113,7 +113,7 @@ func migrateStores(ctx context.Context, src, dst store.Store, tenants []string, 
 	type work struct {
 		tenant  string
 		threads []store.ThreadInfo
-		items   []store.Item
+		items   []store.Memory
 	}
 	var jobs []work
 	bar := &progressBar{w: w}
@@ -256,8 +256,8 @@ func allThreads(ctx context.Context, st store.Store, tenant string) ([]store.Thr
 
 // allMemories lists the tenant's unexpired memories, newest first, by
 // offset: migrate runs with the source quiet, so the order holds still.
-func allMemories(ctx context.Context, st store.Store, tenant string) ([]store.Item, error) {
-	var out []store.Item
+func allMemories(ctx context.Context, st store.Store, tenant string) ([]store.Memory, error) {
+	var out []store.Memory
 	for {
 		items, err := st.SearchMemory(ctx, tenant, store.MemoryQuery{Limit: 200, Offset: len(out)})
 		if err != nil {

@@ -65,7 +65,7 @@ func seed(t *testing.T, path string) {
 			}
 		}
 		for k := range 250 {
-			it := store.Item{Namespace: []string{"facts", tenant}, Key: fmt.Sprintf("k%03d", k), Value: json.RawMessage(fmt.Sprintf(`{"n":%d,"text":"fact %d"}`, k, k))}
+			it := store.Memory{Namespace: []string{"facts", tenant}, Key: fmt.Sprintf("k%03d", k), Value: json.RawMessage(fmt.Sprintf(`{"n":%d,"text":"fact %d"}`, k, k))}
 			if _, err := s.PutMemory(ctx, tenant, it); err != nil {
 				t.Fatal(err)
 			}

@@ -33,7 +33,7 @@ type tenant struct {
 	docs     map[docID]*doc
 	postings map[string]map[docID]int // token → doc → term frequency
 	totalLen int
-	memories map[string]*store.Item // JoinNamespace(ns) + "\x00" + key
+	memories map[string]*store.Memory // JoinNamespace(ns) + "\x00" + key
 }
 
 type docID struct {
@@ -92,7 +92,7 @@ func (s *Store) tenant(name string, create bool) *tenant {
 			refs:     map[string]refLoc{},
 			docs:     map[docID]*doc{},
 			postings: map[string]map[docID]int{},
-			memories: map[string]*store.Item{},
+			memories: map[string]*store.Memory{},
 		}
 		s.tenants[name] = t
 	}

@@ -151,7 +151,7 @@ func (t *tenant) phraseDocs(phrase []string) map[docID]int {
 
 func memKey(ns []string, key string) string { return store.JoinNamespace(ns) + "\x00" + key }
 
-func copyItem(it *store.Item) store.Item {
+func copyItem(it *store.Memory) store.Memory {
 	c := *it
 	c.Namespace = append([]string(nil), it.Namespace...)
 	c.Value = append(json.RawMessage(nil), it.Value...)
@@ -168,18 +168,18 @@ func (t *tenant) purge(now time.Time) {
 }
 
 // PutMemory implements store.Memories.
-func (s *Store) PutMemory(ctx context.Context, tenantID string, it store.Item) (store.Item, error) {
+func (s *Store) PutMemory(ctx context.Context, tenantID string, it store.Memory) (store.Memory, error) {
 	if err := store.CheckItem(tenantID, it); err != nil {
-		return store.Item{}, err
+		return store.Memory{}, err
 	}
 	if it.Value == nil {
-		return store.Item{}, fmt.Errorf("%w: memory value is empty", store.ErrInvalid)
+		return store.Memory{}, fmt.Errorf("%w: memory value is empty", store.ErrInvalid)
 	}
 	now := s.clock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return store.Item{}, errClosed
+		return store.Memory{}, errClosed
 	}
 	t := s.tenant(tenantID, true)
 	t.purge(now)
@@ -198,23 +198,23 @@ func (s *Store) PutMemory(ctx context.Context, tenantID string, it store.Item) (
 }
 
 // GetMemory implements store.Memories.
-func (s *Store) GetMemory(ctx context.Context, tenantID string, namespace []string, key string) (store.Item, error) {
+func (s *Store) GetMemory(ctx context.Context, tenantID string, namespace []string, key string) (store.Memory, error) {
 	if err := store.CheckItemRef(tenantID, namespace, key); err != nil {
-		return store.Item{}, err
+		return store.Memory{}, err
 	}
 	now := s.clock()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return store.Item{}, errClosed
+		return store.Memory{}, errClosed
 	}
 	t := s.tenants[tenantID]
 	if t == nil {
-		return store.Item{}, store.ErrNotFound
+		return store.Memory{}, store.ErrNotFound
 	}
 	it := t.memories[memKey(namespace, key)]
 	if it == nil || store.Expired(it.Expires, now) {
-		return store.Item{}, store.ErrNotFound
+		return store.Memory{}, store.ErrNotFound
 	}
 	return copyItem(it), nil
 }
@@ -244,7 +244,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenantID string, namespace []s
 }
 
 // SearchMemory implements store.Memories.
-func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.MemoryQuery) ([]store.Item, error) {
+func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.MemoryQuery) ([]store.Memory, error) {
 	filter, err := store.CheckMemoryQuery(tenantID, q)
 	if err != nil {
 		return nil, err
@@ -272,7 +272,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.Memor
 	if t == nil {
 		return nil, nil
 	}
-	var items []store.Item
+	var items []store.Memory
 	for k, it := range t.memories {
 		if strings.HasPrefix(k, prefix) && !store.Expired(it.Expires, now) {
 			items = append(items, copyItem(it))
@@ -281,7 +281,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.Memor
 	if q.Text != "" {
 		items = rankMemories(items, pq)
 	}
-	var out []store.Item
+	var out []store.Memory
 	for _, it := range items {
 		if !filter.Match(it.Value) {
 			continue
@@ -301,7 +301,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.Memor
 	return out, nil
 }
 
-func newer(a, b store.Item) bool {
+func newer(a, b store.Memory) bool {
 	if !a.Updated.Equal(b.Updated) {
 		return a.Updated.After(b.Updated)
 	}
@@ -310,7 +310,7 @@ func newer(a, b store.Item) bool {
 
 // rankMemories keeps the items matching pq, best first, Score set; the BM25
 // statistics are those of the items under the searched prefix.
-func rankMemories(items []store.Item, pq store.ParsedQuery) []store.Item {
+func rankMemories(items []store.Memory, pq store.ParsedQuery) []store.Memory {
 	texts := make([]string, len(items))
 	toks := make([][]string, len(items))
 	total := 0
@@ -336,7 +336,7 @@ func rankMemories(items []store.Item, pq store.ParsedQuery) []store.Item {
 		}
 	}
 	hasReq := len(pq.Required()) > 0
-	var out []store.Item
+	var out []store.Memory
 	for i, it := range items {
 		matched, ok := false, true
 		var score float64

@@ -22,7 +22,7 @@ func TestTenants(t *testing.T) {
 	if err := s.DeleteThread(ctx, "gone", "t"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutMemory(ctx, "c", store.Item{Namespace: []string{"n"}, Key: "k", Value: []byte(`1`)}); err != nil {
+	if _, err := s.PutMemory(ctx, "c", store.Memory{Namespace: []string{"n"}, Key: "k", Value: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Tenants(ctx)

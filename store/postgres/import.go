@@ -59,7 +59,7 @@ func (s *Store) Import(ctx context.Context, tenant, thread string, evs []store.E
 // ImportMemory writes an item as it was in another store: its Created,
 // Updated and Expires are kept (zero ones are set to now). An item already
 // expired is skipped.
-func (s *Store) ImportMemory(ctx context.Context, tenant string, it store.Item) error {
+func (s *Store) ImportMemory(ctx context.Context, tenant string, it store.Memory) error {
 	if err := store.CheckItem(tenant, it); err != nil {
 		return err
 	}

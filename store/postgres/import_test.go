@@ -80,7 +80,7 @@ func TestImport(t *testing.T) {
 	}
 
 	// Memories keep their times.
-	it := store.Item{Namespace: []string{"n"}, Key: "k", Value: json.RawMessage(`{"v":1}`), Created: base, Updated: base.Add(time.Minute)}
+	it := store.Memory{Namespace: []string{"n"}, Key: "k", Value: json.RawMessage(`{"v":1}`), Created: base, Updated: base.Add(time.Minute)}
 	if err := s.ImportMemory(ctx, "acme", it); err != nil {
 		t.Fatal(err)
 	}

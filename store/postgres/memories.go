@@ -27,15 +27,15 @@ func purgeExpired(ctx context.Context, tx pgx.Tx, tenant string, now time.Time) 
 
 // PutMemory implements store.Memories: an upsert that keeps Created unless
 // the previous item had expired (then it is a new item).
-func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Item) (store.Item, error) {
+func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (store.Memory, error) {
 	if err := store.CheckItem(tenant, it); err != nil {
-		return store.Item{}, err
+		return store.Memory{}, err
 	}
 	if it.Value == nil {
-		return store.Item{}, fmt.Errorf("%w: memory value is empty", store.ErrInvalid)
+		return store.Memory{}, fmt.Errorf("%w: memory value is empty", store.ErrInvalid)
 	}
 	now := s.clock()
-	out := store.Item{
+	out := store.Memory{
 		Namespace: append([]string(nil), it.Namespace...),
 		Key:       it.Key,
 		Value:     append(json.RawMessage(nil), it.Value...),
@@ -57,14 +57,14 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Item) (st
 		return nil
 	})
 	if err != nil {
-		return store.Item{}, err
+		return store.Memory{}, err
 	}
 	return out, nil
 }
 
 // upsertMemory writes it with its own Created and Updated (an existing,
 // unexpired item keeps its Created) and returns the stored Created.
-func upsertMemory(ctx context.Context, tx pgx.Tx, tenant string, it store.Item) pgx.Row {
+func upsertMemory(ctx context.Context, tx pgx.Tx, tenant string, it store.Memory) pgx.Row {
 	terms, lossy := indexTerms(store.MemoryText(it.Key, it.Value))
 	return tx.QueryRow(ctx, `INSERT INTO memories (tenant, namespace, key, value, created, updated, expires, terms, lossy)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -80,9 +80,9 @@ func upsertMemory(ctx context.Context, tx pgx.Tx, tenant string, it store.Item) 
 
 const itemCols = `namespace, key, value, created, updated, expires`
 
-func scanItem(sc pgx.Row, extra ...any) (store.Item, error) {
+func scanItem(sc pgx.Row, extra ...any) (store.Memory, error) {
 	var (
-		it                        store.Item
+		it                        store.Memory
 		ns, value                 string
 		created, updated, expires int64
 	)
@@ -93,18 +93,18 @@ func scanItem(sc pgx.Row, extra ...any) (store.Item, error) {
 }
 
 // GetMemory implements store.Memories.
-func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (store.Item, error) {
+func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (store.Memory, error) {
 	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
-		return store.Item{}, err
+		return store.Memory{}, err
 	}
 	it, err := scanItem(s.pool.QueryRow(ctx, `SELECT `+itemCols+` FROM memories
 		WHERE tenant = $1 AND namespace = $2 AND key = $3 AND (expires = 0 OR expires > $4)`,
 		tenant, store.JoinNamespace(namespace), key, store.Nanos(s.clock())))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Item{}, store.ErrNotFound
+		return store.Memory{}, store.ErrNotFound
 	}
 	if err != nil {
-		return store.Item{}, dbErr("get memory", err)
+		return store.Memory{}, dbErr("get memory", err)
 	}
 	return it, nil
 }
@@ -133,7 +133,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []str
 
 // SearchMemory implements store.Memories. Filters and verbatim terms apply
 // in Go after the SQL scan, then Offset and Limit.
-func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Item, error) {
+func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Memory, error) {
 	filter, err := store.CheckMemoryQuery(tenant, q)
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 		return nil, dbErr("search memory", err)
 	}
 	defer rows.Close()
-	var out []store.Item
+	var out []store.Memory
 	skip := q.Offset
 	for rows.Next() && len(out) < limit {
 		var (

@@ -61,7 +61,7 @@ func TestTenants(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.PutMemory(ctx, "c", store.Item{Namespace: []string{"n"}, Key: "k", Value: []byte(`1`)}); err != nil {
+	if _, err := s.PutMemory(ctx, "c", store.Memory{Namespace: []string{"n"}, Key: "k", Value: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Tenants(ctx)

@@ -31,16 +31,16 @@ func purgeExpired(ctx context.Context, tx *sql.Tx, now time.Time) error {
 }
 
 // PutMemory implements store.Memories.
-func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Item) (store.Item, error) {
+func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (store.Memory, error) {
 	if err := store.CheckItem(tenant, it); err != nil {
-		return store.Item{}, err
+		return store.Memory{}, err
 	}
 	if it.Value == nil {
-		return store.Item{}, fmt.Errorf("%w: memory value is empty", store.ErrInvalid)
+		return store.Memory{}, fmt.Errorf("%w: memory value is empty", store.ErrInvalid)
 	}
 	now := s.clock()
 	ns := store.JoinNamespace(it.Namespace)
-	out := store.Item{
+	out := store.Memory{
 		Namespace: append([]string(nil), it.Namespace...),
 		Key:       it.Key,
 		Value:     append(json.RawMessage(nil), it.Value...),
@@ -86,16 +86,16 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Item) (st
 		return nil
 	})
 	if err != nil {
-		return store.Item{}, err
+		return store.Memory{}, err
 	}
 	return out, nil
 }
 
 const itemCols = `m.namespace, m.key, m.value, m.created, m.updated, m.expires`
 
-func scanItem(sc interface{ Scan(...any) error }, extra ...any) (store.Item, error) {
+func scanItem(sc interface{ Scan(...any) error }, extra ...any) (store.Memory, error) {
 	var (
-		it                        store.Item
+		it                        store.Memory
 		ns, value                 string
 		created, updated, expires int64
 	)
@@ -106,18 +106,18 @@ func scanItem(sc interface{ Scan(...any) error }, extra ...any) (store.Item, err
 }
 
 // GetMemory implements store.Memories.
-func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (store.Item, error) {
+func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (store.Memory, error) {
 	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
-		return store.Item{}, err
+		return store.Memory{}, err
 	}
 	it, err := scanItem(s.r.QueryRowContext(ctx, `SELECT `+itemCols+` FROM memories m
 		WHERE m.tenant = ? AND m.namespace = ? AND m.key = ? AND (m.expires = 0 OR m.expires > ?)`,
 		tenant, store.JoinNamespace(namespace), key, store.Nanos(s.clock())))
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Item{}, store.ErrNotFound
+		return store.Memory{}, store.ErrNotFound
 	}
 	if err != nil {
-		return store.Item{}, fmt.Errorf("sqlite: get memory: %w", err)
+		return store.Memory{}, fmt.Errorf("sqlite: get memory: %w", err)
 	}
 	return it, nil
 }
@@ -153,7 +153,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []str
 // SearchMemory implements store.Memories. Filters apply in Go after the
 // SQL scan (JSON equality with numbers compared by value), then Offset and
 // Limit.
-func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Item, error) {
+func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Memory, error) {
 	filter, err := store.CheckMemoryQuery(tenant, q)
 	if err != nil {
 		return nil, err
@@ -190,7 +190,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 		return nil, fmt.Errorf("sqlite: search memory: %w", err)
 	}
 	defer rows.Close()
-	var out []store.Item
+	var out []store.Memory
 	skip := q.Offset
 	for rows.Next() && len(out) < limit {
 		var (

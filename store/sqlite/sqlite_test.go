@@ -82,7 +82,7 @@ func TestDeleteLeavesNoBytes(t *testing.T) {
 	if _, err := s.Append(ctx, "acme", "kept", 0, []store.Event{{Kind: store.KindMessage, Message: &keep}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutMemory(ctx, "acme", store.Item{Namespace: []string{"n"}, Key: "k", Value: []byte(`{"v":"memsecret-uvwqz"}`)}); err != nil {
+	if _, err := s.PutMemory(ctx, "acme", store.Memory{Namespace: []string{"n"}, Key: "k", Value: []byte(`{"v":"memsecret-uvwqz"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	// Closing checkpoints the WAL, so the secrets are now in the main file.

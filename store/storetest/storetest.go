@@ -452,7 +452,7 @@ func testGroupedAppend(t *testing.T, s store.Store) {
 func testTenantIsolation(t *testing.T, s store.Store) {
 	a := mustAppend(t, s, "A", "shared-id", 0, text(message.User, "secret-token-A lives here"), text(message.Assistant, "noted"))
 	ref := a[0].Ref
-	if _, err := s.PutMemory(ctx, "A", store.Item{Namespace: []string{"prefs"}, Key: "k", Value: json.RawMessage(`{"v":"secret-token-A"}`)}); err != nil {
+	if _, err := s.PutMemory(ctx, "A", store.Memory{Namespace: []string{"prefs"}, Key: "k", Value: json.RawMessage(`{"v":"secret-token-A"}`)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -921,7 +921,7 @@ func testSearchHostile(t *testing.T, s store.Store) {
 func testMemories(t *testing.T, s store.Store) {
 	ns := []string{"users", "u1", "prefs"}
 	v1 := json.RawMessage(`{"color":"dark","size":12}`)
-	put, err := s.PutMemory(ctx, "acme", store.Item{Namespace: ns, Key: "theme", Value: v1})
+	put, err := s.PutMemory(ctx, "acme", store.Memory{Namespace: ns, Key: "theme", Value: v1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -934,7 +934,7 @@ func testMemories(t *testing.T, s store.Store) {
 	}
 	time.Sleep(5 * time.Millisecond)
 	v2 := json.RawMessage(`{"color":"light"}`)
-	upd, err := s.PutMemory(ctx, "acme", store.Item{Namespace: ns, Key: "theme", Value: v2})
+	upd, err := s.PutMemory(ctx, "acme", store.Memory{Namespace: ns, Key: "theme", Value: v2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -961,7 +961,7 @@ func testMemories(t *testing.T, s store.Store) {
 		t.Errorf("second DeleteMemory err = %v", err)
 	}
 
-	for _, it := range []store.Item{
+	for _, it := range []store.Memory{
 		{Namespace: nil, Key: "k", Value: v1},
 		{Namespace: []string{""}, Key: "k", Value: v1},
 		{Namespace: []string{"a\x1fb"}, Key: "k", Value: v1},
@@ -972,21 +972,21 @@ func testMemories(t *testing.T, s store.Store) {
 			t.Errorf("PutMemory(%q, %q, %s) err = %v, want ErrInvalid", it.Namespace, it.Key, it.Value, err)
 		}
 	}
-	if _, err := s.PutMemory(ctx, "", store.Item{Namespace: ns, Key: "k", Value: v1}); !errors.Is(err, store.ErrInvalid) {
+	if _, err := s.PutMemory(ctx, "", store.Memory{Namespace: ns, Key: "k", Value: v1}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("PutMemory with empty tenant err = %v", err)
 	}
 }
 
-func put(t *testing.T, s store.Store, ns []string, key, value string) store.Item {
+func put(t *testing.T, s store.Store, ns []string, key, value string) store.Memory {
 	t.Helper()
-	it, err := s.PutMemory(ctx, "acme", store.Item{Namespace: ns, Key: key, Value: json.RawMessage(value)})
+	it, err := s.PutMemory(ctx, "acme", store.Memory{Namespace: ns, Key: key, Value: json.RawMessage(value)})
 	if err != nil {
 		t.Fatalf("PutMemory(%q, %q): %v", ns, key, err)
 	}
 	return it
 }
 
-func keysOf(items []store.Item) []string {
+func keysOf(items []store.Memory) []string {
 	var out []string
 	for _, it := range items {
 		out = append(out, strings.Join(it.Namespace, "/")+":"+it.Key)
@@ -1109,7 +1109,7 @@ func testMemorySearch(t *testing.T, s store.Store) {
 func testMemoryTTL(t *testing.T, s store.Store) {
 	ns := []string{"ttl"}
 	exp := time.Now().Add(time.Second)
-	it, err := s.PutMemory(ctx, "acme", store.Item{Namespace: ns, Key: "short", Value: json.RawMessage(`{"text":"ephemeral-fact"}`), Expires: exp})
+	it, err := s.PutMemory(ctx, "acme", store.Memory{Namespace: ns, Key: "short", Value: json.RawMessage(`{"text":"ephemeral-fact"}`), Expires: exp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1117,7 +1117,7 @@ func testMemoryTTL(t *testing.T, s store.Store) {
 		t.Errorf("Expires %v, want %v", it.Expires, exp)
 	}
 	put(t, s, ns, "long", `{"text":"durable-fact"}`)
-	if _, err := s.PutMemory(ctx, "acme", store.Item{Namespace: ns, Key: "past", Value: json.RawMessage(`1`), Expires: time.Now().Add(-time.Second)}); err != nil {
+	if _, err := s.PutMemory(ctx, "acme", store.Memory{Namespace: ns, Key: "past", Value: json.RawMessage(`1`), Expires: time.Now().Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetMemory(ctx, "acme", ns, "past"); !errors.Is(err, store.ErrNotFound) {
