@@ -64,7 +64,7 @@ type Config struct {
 	Store store.Store
 	// DSN: "sqlite:PATH", "memory:" or "postgres://...", opened by the
 	// backend registered for its scheme (see store/dsn: the program
-	// imports store/sqlite, store/postgres or the memory store for its
+	// imports store/sqlite, store/postgres or store/inmem for its
 	// side effect). Default DefaultDSN.
 	DSN string
 	// Policy is the default for every thread; a thread's policy events
@@ -142,7 +142,7 @@ type Manager struct {
 	log      *slog.Logger
 
 	recall     *recall.Recall
-	memory     *memory.Store
+	memory     *memory.Bank
 	indexer    *recall.Indexer
 	recallCost recallCost
 

@@ -34,7 +34,7 @@ func (m *Manager) startRecall() {
 func (m *Manager) Recall() *recall.Recall { return m.recall }
 
 // Memory returns the tenant-scoped long-term memory store.
-func (m *Manager) Memory() *memory.Store { return m.memory }
+func (m *Manager) Memory() *memory.Bank { return m.memory }
 
 // RecallHandler returns a handler for the recall and memory tools.
 func (m *Manager) RecallHandler() *recall.Handler {

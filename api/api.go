@@ -45,7 +45,7 @@ type Config struct {
 	// Recall searches the archive; nil: BM25 over the Manager's store.
 	Recall *recall.Recall
 	// Memory is the long-term memory; nil: over the Manager's store.
-	Memory *memory.Store
+	Memory *memory.Bank
 	// Tenant returns the tenant a request acts for; default server.Tenant.
 	Tenant func(context.Context) string
 	// Logger for failures; default slog.Default().
@@ -59,7 +59,7 @@ type API struct {
 	st     store.Store
 	hist   *History
 	rec    *recall.Recall
-	mem    *memory.Store
+	mem    *memory.Bank
 	tenant func(context.Context) string
 	log    *slog.Logger
 	mux    *http.ServeMux

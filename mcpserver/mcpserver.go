@@ -53,7 +53,7 @@ type Config struct {
 	// Recall searches the archive; nil: BM25 over the Manager's store.
 	Recall *recall.Recall
 	// Memory is the long-term memory; nil: over the Manager's store.
-	Memory *memory.Store
+	Memory *memory.Bank
 }
 
 // tools holds what every tenant's server shares.
@@ -62,7 +62,7 @@ type tools struct {
 	st  store.Store
 	a   *api.API
 	rec *recall.Recall
-	mem *memory.Store
+	mem *memory.Bank
 }
 
 func newTools(cfg Config) (*tools, error) {

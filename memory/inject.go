@@ -23,14 +23,14 @@ const maxItemBytes = 2000
 // Inject renders the items under the given namespaces that match query
 // (every item, newest first, when query is empty) as one deterministic
 // block for the window's memory section, within maxTokens (counted with
-// the Store's counter). Namespaces are taken in order, items in rank
+// the Bank's counter). Namespaces are taken in order, items in rank
 // order, each item once; an item that does not fit ends the block. No
 // match, or maxTokens too small for one item, gives "".
 //
 // The output is a function of the store's content, so the engine calls it
 // only at compaction points: calling it on every request would change the
 // window's prefix whenever memory changes (I6).
-func Inject(ctx context.Context, mem *Store, tenant string, namespaces [][]string, query string, maxTokens int) (string, error) {
+func Inject(ctx context.Context, mem *Bank, tenant string, namespaces [][]string, query string, maxTokens int) (string, error) {
 	if maxTokens <= 0 {
 		return "", nil
 	}

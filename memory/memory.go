@@ -23,8 +23,9 @@ import (
 	"github.com/mnemehq/mneme/token"
 )
 
-// Store is a tenant-scoped long-term memory over a backend.
-type Store struct {
+// Bank is a tenant's long-term memory over a backend: the items it
+// keeps, scoped by tenant on every call.
+type Bank struct {
 	backend  store.Memories
 	embedder embed.Embedder
 	counter  token.Counter
@@ -35,7 +36,7 @@ type Store struct {
 	cache map[vecKey][]float32 // item embeddings, by item version
 }
 
-// Options configure a Store; every field is optional.
+// Options configure a Bank; every field is optional.
 type Options struct {
 	// Embedder adds semantic ranking to Search (fused with BM25). Without
 	// it, or when it fails, Search is BM25 alone.
@@ -46,9 +47,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// New returns a Store over backend.
-func New(backend store.Memories, opts Options) *Store {
-	s := &Store{backend: backend, embedder: opts.Embedder, counter: opts.Counter, log: opts.Logger, now: time.Now,
+// New returns a Bank over backend.
+func New(backend store.Memories, opts Options) *Bank {
+	s := &Bank{backend: backend, embedder: opts.Embedder, counter: opts.Counter, log: opts.Logger, now: time.Now,
 		cache: map[vecKey][]float32{}}
 	if s.counter == nil {
 		s.counter, _ = token.Get(token.O200kBase)
@@ -68,7 +69,7 @@ const (
 // Put stores value under namespace and key, replacing any item there. A
 // ttl > 0 makes the item expire (invisible, then purged) after it; 0 keeps
 // it until deleted.
-func (s *Store) Put(ctx context.Context, tenant string, namespace []string, key string, value json.RawMessage, ttl time.Duration) (store.Memory, error) {
+func (s *Bank) Put(ctx context.Context, tenant string, namespace []string, key string, value json.RawMessage, ttl time.Duration) (store.Memory, error) {
 	if ttl < 0 {
 		return store.Memory{}, fmt.Errorf("%w: negative ttl", store.ErrInvalid)
 	}
@@ -81,18 +82,18 @@ func (s *Store) Put(ctx context.Context, tenant string, namespace []string, key 
 
 // Get returns one item, or store.ErrNotFound (also when expired or of
 // another tenant).
-func (s *Store) Get(ctx context.Context, tenant string, namespace []string, key string) (store.Memory, error) {
+func (s *Bank) Get(ctx context.Context, tenant string, namespace []string, key string) (store.Memory, error) {
 	return s.backend.GetMemory(ctx, tenant, namespace, key)
 }
 
 // Delete removes one item; store.ErrNotFound if there is none.
-func (s *Store) Delete(ctx context.Context, tenant string, namespace []string, key string) error {
+func (s *Bank) Delete(ctx context.Context, tenant string, namespace []string, key string) error {
 	return s.backend.DeleteMemory(ctx, tenant, namespace, key)
 }
 
 // List returns the items under the namespace prefix (nil: all the
 // tenant's), most recently updated first.
-func (s *Store) List(ctx context.Context, tenant string, prefix []string, limit, offset int) ([]store.Memory, error) {
+func (s *Bank) List(ctx context.Context, tenant string, prefix []string, limit, offset int) ([]store.Memory, error) {
 	return s.backend.SearchMemory(ctx, tenant, store.MemoryQuery{Prefix: prefix, Limit: clampLimit(limit), Offset: offset})
 }
 
@@ -109,7 +110,7 @@ func clampLimit(n int) int {
 // fused by reciprocal rank (identifier-like or quoted terms still must
 // match exactly: similarity then only re-ranks). Embedding failures
 // degrade to BM25, never to an error.
-func (s *Store) Search(ctx context.Context, tenant string, prefix []string, query string, filter map[string]any, limit int) ([]store.Memory, error) {
+func (s *Bank) Search(ctx context.Context, tenant string, prefix []string, query string, filter map[string]any, limit int) ([]store.Memory, error) {
 	limit = clampLimit(limit)
 	q := store.MemoryQuery{Prefix: prefix, Text: query, Filter: filter, Limit: limit}
 	pq, err := store.ParseQuery(query)
@@ -160,7 +161,7 @@ const maxCache = 20000
 
 // rankBySimilarity embeds the query and the items (cached per item
 // version) and returns the items by decreasing cosine similarity.
-func (s *Store) rankBySimilarity(ctx context.Context, query string, items []store.Memory) ([]store.Memory, error) {
+func (s *Bank) rankBySimilarity(ctx context.Context, query string, items []store.Memory) ([]store.Memory, error) {
 	model := s.embedder.Model()
 	seen := map[vecKey]bool{}
 	var uniq []store.Memory

@@ -43,7 +43,7 @@ func keys(items []store.Memory) []string {
 	return out
 }
 
-func seed(t *testing.T, m *memory.Store) {
+func seed(t *testing.T, m *memory.Bank) {
 	ctx := context.Background()
 	for _, p := range []struct {
 		tenant string

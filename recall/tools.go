@@ -128,7 +128,7 @@ func (sc Scope) thread() string {
 // mneme_read; Memory for mneme_remember and mneme_recall_memory.
 type Handler struct {
 	Recall *Recall
-	Memory *memory.Store
+	Memory *memory.Bank
 	// RememberTTL, when > 0, makes remembered items expire after it.
 	RememberTTL time.Duration
 }
