@@ -40,7 +40,7 @@ func fill(b *testing.B, st store.Store, thread string, n int) {
 	}
 }
 
-func benchWindow(b *testing.B, m *mneme.Manager, thread string) time.Duration {
+func benchWindow(b *testing.B, m *mneme.Engine, thread string) time.Duration {
 	ctx := context.Background()
 	th := m.Thread("default", thread)
 	if _, err := th.Window(ctx, mneme.WindowOptions{}); err != nil {

@@ -133,7 +133,7 @@ const bufferSteps = 5
 // startBuffer starts a background observation when the window has passed a
 // new step of its trigger: of the tail's messages not yet buffered, all but
 // the minimum tail (what the next compaction will cut). The job runs under
-// the Manager's background context; Close cancels and waits for it.
+// the Engine's background context; Close cancels and waits for it.
 func (t *Thread) startBuffer(ts *threadState, req window.Request) {
 	m := t.m
 	if !m.buffering || ts.buf.running || m.bg.Err() != nil {

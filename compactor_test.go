@@ -29,9 +29,9 @@ func observePolicy() *mneme.Policy {
 	return p
 }
 
-// openObserving opens a Manager on the SQLite file at path with srv as
+// openObserving opens an Engine on the SQLite file at path with srv as
 // its summarizer.
-func openObserving(t testing.TB, path string, srv *fakellm.Server, mod func(*mneme.Config)) *mneme.Manager {
+func openObserving(t testing.TB, path string, srv *fakellm.Server, mod func(*mneme.Config)) *mneme.Engine {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), path)
 	if err != nil {
@@ -50,7 +50,7 @@ func openObserving(t testing.TB, path string, srv *fakellm.Server, mod func(*mne
 }
 
 // eventsOf decodes the thread's compacted and reflected events.
-func eventsOf(t testing.TB, m *mneme.Manager, thread string) (cs []window.CompactedData, rs []window.ReflectedData) {
+func eventsOf(t testing.TB, m *mneme.Engine, thread string) (cs []window.CompactedData, rs []window.ReflectedData) {
 	t.Helper()
 	evs, err := m.Store().Load(context.Background(), "default", thread, 1, 0)
 	if err != nil {
@@ -76,7 +76,7 @@ func eventsOf(t testing.TB, m *mneme.Manager, thread string) (cs []window.Compac
 }
 
 // With fakellm as the summarizer, observations and reflections are events
-// in the log; a fresh Manager on the same file rebuilds the identical
+// in the log; a fresh Engine on the same file rebuilds the identical
 // window without a single request to the summarizer (I7).
 func TestObserveReflectReplay(t *testing.T) {
 	ctx := context.Background()

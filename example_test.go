@@ -16,7 +16,7 @@ import (
 )
 
 // ExampleOpen opens a thread log in an SQLite file, appends to it, closes
-// it, and reads the thread back from the file in a second Manager.
+// it, and reads the thread back from the file in a second Engine.
 func ExampleOpen() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "mneme-example")

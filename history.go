@@ -63,7 +63,7 @@ type HistoryOptions struct {
 // it appended and the window for its model call. Continue and Record
 // carry on the same turn. A Turn is used by one goroutine.
 type Turn struct {
-	m      *Manager
+	m      *Engine
 	tenant string
 	branch string       // the thread the turn writes to
 	ts     *threadState // its state (the parent's while a re-run), pinned until Close

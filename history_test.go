@@ -14,7 +14,7 @@ import (
 	"github.com/mnemehq/mneme/store/inmem"
 )
 
-func openMem(t testing.TB) *mneme.Manager {
+func openMem(t testing.TB) *mneme.Engine {
 	t.Helper()
 	m, err := mneme.Open(context.Background(), mneme.Config{Store: inmem.New()})
 	if err != nil {
@@ -34,7 +34,7 @@ func conv(s ...string) []message.Message {
 }
 
 // lines summarises a thread's messages as role:text.
-func lines(t testing.TB, m *mneme.Manager, id string) []string {
+func lines(t testing.TB, m *mneme.Engine, id string) []string {
 	t.Helper()
 	msgs, err := m.Thread("default", id).Messages(context.Background())
 	if err != nil {
@@ -71,7 +71,7 @@ func turn(t testing.TB, th *mneme.Thread, reply string, hist ...message.Message)
 	return x
 }
 
-func threadIDs(t testing.TB, m *mneme.Manager) []string {
+func threadIDs(t testing.TB, m *mneme.Engine) []string {
 	t.Helper()
 	var ids []string
 	p := store.Page{Limit: 1000}

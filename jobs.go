@@ -12,7 +12,7 @@ package mneme
 const DefaultMaxBackgroundJobs = 32
 
 // tryJobSlot takes a slot for a background job; false when all are taken.
-func (m *Manager) tryJobSlot() bool {
+func (m *Engine) tryJobSlot() bool {
 	select {
 	case m.jobSlots <- struct{}{}:
 		return true
@@ -22,7 +22,7 @@ func (m *Manager) tryJobSlot() bool {
 }
 
 // releaseJobSlot gives back a slot taken by tryJobSlot.
-func (m *Manager) releaseJobSlot() { <-m.jobSlots }
+func (m *Engine) releaseJobSlot() { <-m.jobSlots }
 
 // jobsFull reports whether every background slot is taken.
-func (m *Manager) jobsFull() bool { return len(m.jobSlots) == cap(m.jobSlots) }
+func (m *Engine) jobsFull() bool { return len(m.jobSlots) == cap(m.jobSlots) }

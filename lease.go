@@ -26,7 +26,7 @@ const (
 
 // leaseTTL outlives the slowest summarizer call, so a live holder keeps its
 // lease; a dead replica's lease passes on once it expires.
-func (m *Manager) leaseTTL() time.Duration {
+func (m *Engine) leaseTTL() time.Duration {
 	t := m.cfg.Summarizer.Timeout
 	if t <= 0 {
 		t = 60 * time.Second

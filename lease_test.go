@@ -39,7 +39,7 @@ func TestLeaseOneSummaryAcrossReplicas(t *testing.T) {
 	p := *smallPolicy()
 	p.Strategy = window.Observe
 	comp := &slowCompactor{delay: 1500 * time.Millisecond}
-	open := func() *mneme.Manager {
+	open := func() *mneme.Engine {
 		st := openSQLite(t, path, &p).Store()
 		m, err := mneme.Open(ctx, mneme.Config{Store: st, Policy: &p, Compactor: comp})
 		if err != nil {

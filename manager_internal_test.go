@@ -13,7 +13,7 @@ import (
 	"github.com/mnemehq/mneme/store/inmem"
 )
 
-// BenchmarkManagerLockHold20k measures the longest hold of the Manager's
+// BenchmarkEngineLockHold20k measures the longest hold of the Engine's
 // lock while 20,000 threads pass through a cache of 10,000 (the default):
 // every call past the 10,000th evicts. One goroutine, so a call's time is
 // the lock's hold. Target: max_hold_ms ≤ 1 (it was a 235 ms stall when
@@ -22,7 +22,7 @@ import (
 // maximum includes the scheduler's preemptions of the benchmark's thread,
 // so the thread's CPU time per call (max_cpu_ms) is reported beside it:
 // the work done while holding the lock.
-func BenchmarkManagerLockHold20k(b *testing.B) {
+func BenchmarkEngineLockHold20k(b *testing.B) {
 	m, err := Open(context.Background(), Config{Store: inmem.New()})
 	if err != nil {
 		b.Fatal(err)

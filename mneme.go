@@ -3,7 +3,7 @@
 // fits the budget, keeps its prefix stable for provider caches, repairs tool
 // pairs and loses nothing (see DESIGN.md and its invariants I1–I8).
 //
-// Open a Manager on a store, take a Thread, Append what happens, and ask for
+// Open an Engine on a store, take a Thread, Append what happens, and ask for
 // the Window before each model call. The package links no database driver:
 // import the backend a DSN names, as with database/sql:
 //
@@ -56,11 +56,11 @@ func DefaultPolicy() Policy { return window.DefaultPolicy() }
 // DefaultDSN is the embedded default store: one SQLite file.
 const DefaultDSN = "sqlite:./mneme.db"
 
-// Config configures a Manager. The zero value opens DefaultDSN with
+// Config configures an Engine. The zero value opens DefaultDSN with
 // DefaultPolicy.
 type Config struct {
 	// Store is used as is when set; otherwise DSN is opened (and closed by
-	// Manager.Close).
+	// Engine.Close).
 	Store store.Store
 	// DSN: "sqlite:PATH", "memory:" or "postgres://...", opened by the
 	// backend registered for its scheme (see store/dsn: the program
@@ -119,9 +119,9 @@ type CompactEvent struct {
 	Buffered bool
 }
 
-// Manager owns the store and the materialised windows of open threads. It is
+// Engine owns the store and the materialised windows of open threads. It is
 // safe for concurrent use.
-type Manager struct {
+type Engine struct {
 	id        string // this process's lease owner name
 	store     store.Store
 	ownsStore bool
@@ -156,9 +156,9 @@ type Manager struct {
 
 type threadKey struct{ tenant, id string }
 
-// Open opens the store and returns a Manager.
-func Open(ctx context.Context, cfg Config) (*Manager, error) {
-	m := &Manager{id: "mneme-" + store.NewRef()[2:], cfg: cfg, store: cfg.Store, models: cfg.Models, compactor: cfg.Compactor, log: cfg.Logger}
+// Open opens the store and returns an Engine.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	m := &Engine{id: "mneme-" + store.NewRef()[2:], cfg: cfg, store: cfg.Store, models: cfg.Models, compactor: cfg.Compactor, log: cfg.Logger}
 	if m.log == nil {
 		m.log = slog.Default()
 	}
@@ -213,8 +213,8 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 }
 
 // Close cancels the background jobs and waits for them, then closes the
-// store if the Manager opened it.
-func (m *Manager) Close() error {
+// store if the Engine opened it.
+func (m *Engine) Close() error {
 	m.stopBg()
 	m.jobs.Wait()
 	if m.ownsStore {
@@ -224,25 +224,25 @@ func (m *Manager) Close() error {
 }
 
 // Store returns the underlying store.
-func (m *Manager) Store() store.Store { return m.store }
+func (m *Engine) Store() store.Store { return m.store }
 
 // Policy returns the default policy.
-func (m *Manager) Policy() Policy { return m.policy }
+func (m *Engine) Policy() Policy { return m.policy }
 
 // Models returns the model table.
-func (m *Manager) Models() *token.Table { return m.models }
+func (m *Engine) Models() *token.Table { return m.models }
 
 // Thread returns a handle on one thread of a tenant. It does no I/O: the
 // thread exists once something is appended to it.
-func (m *Manager) Thread(tenant, id string) *Thread {
+func (m *Engine) Thread(tenant, id string) *Thread {
 	return &Thread{m: m, tenant: tenant, id: id}
 }
 
 // pin returns the thread's cached state, creating an empty one, pinned:
 // it stays in the cache (the only state of that thread in this process)
-// until unpin. Pinning happens under the Manager's lock, so a state is never
+// until unpin. Pinning happens under the Engine's lock, so a state is never
 // evicted or replaced between being found and being locked by its caller.
-func (m *Manager) pin(k threadKey) *threadState {
+func (m *Engine) pin(k threadKey) *threadState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ts := m.threads[k]
@@ -257,13 +257,13 @@ func (m *Manager) pin(k threadKey) *threadState {
 
 // pinAgain adds a pin to a state its caller has pinned already (a
 // background job that outlives the request).
-func (m *Manager) pinAgain(ts *threadState) {
+func (m *Engine) pinAgain(ts *threadState) {
 	m.mu.Lock()
 	m.pinLocked(ts)
 	m.mu.Unlock()
 }
 
-func (m *Manager) pinLocked(ts *threadState) {
+func (m *Engine) pinLocked(ts *threadState) {
 	if ts.pins == 0 && ts.idle != nil {
 		m.idle.Remove(ts.idle)
 		ts.idle = nil
@@ -273,7 +273,7 @@ func (m *Manager) pinLocked(ts *threadState) {
 
 // unpin releases a pin; a state with none left becomes the most recently
 // used of the evictable ones.
-func (m *Manager) unpin(ts *threadState) {
+func (m *Engine) unpin(ts *threadState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if ts.pins--; ts.pins == 0 {
@@ -283,12 +283,12 @@ func (m *Manager) unpin(ts *threadState) {
 }
 
 // unlock unlocks a state that load returned (locked and pinned).
-func (m *Manager) unlock(ts *threadState) {
+func (m *Engine) unlock(ts *threadState) {
 	ts.mu.Unlock()
 	m.unpin(ts)
 }
 
-func (m *Manager) maxThreads() int {
+func (m *Engine) maxThreads() int {
 	if m.cfg.MaxThreads > 0 {
 		return m.cfg.MaxThreads
 	}
@@ -300,7 +300,7 @@ func (m *Manager) maxThreads() int {
 // use order). Pinned states are never dropped, so the cache may exceed its
 // bound by the states in use. A dropped state is rebuilt from the log when
 // next used.
-func (m *Manager) evictLocked() {
+func (m *Engine) evictLocked() {
 	for max := m.maxThreads(); len(m.threads) > max; {
 		e := m.idle.Back()
 		if e == nil {
@@ -313,7 +313,7 @@ func (m *Manager) evictLocked() {
 }
 
 // ModelInfo resolves a policy's model: the usable budget and the counter.
-func (m *Manager) modelInfo(p Policy) (budget int, c token.Counter, err error) {
+func (m *Engine) modelInfo(p Policy) (budget int, c token.Counter, err error) {
 	mod, known := m.models.Lookup(p.Model)
 	if !known && p.Model != "" {
 		m.log.Warn("unknown model: using the default context window and tokenizer", "model", p.Model, "context", mod.Context, "tokenizer", mod.Tokenizer)
@@ -365,7 +365,7 @@ func now() time.Time { return time.Now().UTC() }
 // goStateJob runs f as a background job that reports to ts: ts stays
 // pinned (neither evicted nor replaced) until f returns. The caller holds a
 // pin on ts.
-func (m *Manager) goStateJob(ts *threadState, f func()) {
+func (m *Engine) goStateJob(ts *threadState, f func()) {
 	m.pinAgain(ts)
 	m.goJob(func() {
 		defer m.unpin(ts)
@@ -373,9 +373,9 @@ func (m *Manager) goStateJob(ts *threadState, f func()) {
 	})
 }
 
-// goJob runs f as a background job the Manager owns: Close waits for it,
+// goJob runs f as a background job the Engine owns: Close waits for it,
 // RunningJobs counts it.
-func (m *Manager) goJob(f func()) {
+func (m *Engine) goJob(f func()) {
 	m.jobs.Add(1)
 	m.running.Add(1)
 	go func() {

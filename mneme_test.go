@@ -64,7 +64,7 @@ func smallPolicy() *mneme.Policy {
 	return &p
 }
 
-func openSQLite(t testing.TB, path string, p *mneme.Policy) *mneme.Manager {
+func openSQLite(t testing.TB, path string, p *mneme.Policy) *mneme.Engine {
 	st, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
@@ -254,14 +254,14 @@ func TestPolicyPerThread(t *testing.T) {
 
 // Two managers (two processes' worth of state) write one thread of one
 // SQLite file: every message lands once, the log stays gapless.
-func TestTwoManagersOneThread(t *testing.T) {
+func TestTwoEnginesOneThread(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "m.db")
 	a := openSQLite(t, path, smallPolicy())
 	b := openSQLite(t, path, smallPolicy())
 	begin(ctx, t, a.Thread("default", "shared"))
 	errc := make(chan error, 2)
-	for i, m := range []*mneme.Manager{a, b} {
+	for i, m := range []*mneme.Engine{a, b} {
 		go func() {
 			for n := 1; n <= 40; n++ {
 				if _, err := step(ctx, m.Thread("default", "shared"), i*1000+n, mneme.WindowOptions{}); err != nil {

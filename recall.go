@@ -17,8 +17,8 @@ import (
 
 // startRecall builds the recall and memory services and, when an embedder is
 // configured and the store keeps vectors, starts the indexer under the
-// Manager's background context (Close waits for it).
-func (m *Manager) startRecall() {
+// Engine's background context (Close waits for it).
+func (m *Engine) startRecall() {
 	vs, _ := m.store.(store.Vectors)
 	m.recall = &recall.Recall{Store: m.store, Logger: m.log}
 	if m.cfg.Embedder != nil && vs != nil {
@@ -31,18 +31,18 @@ func (m *Manager) startRecall() {
 
 // Recall returns the archive search the engine uses (for the proxy's and
 // the API's recall tools).
-func (m *Manager) Recall() *recall.Recall { return m.recall }
+func (m *Engine) Recall() *recall.Recall { return m.recall }
 
 // Memory returns the tenant-scoped long-term memory store.
-func (m *Manager) Memory() *memory.Bank { return m.memory }
+func (m *Engine) Memory() *memory.Bank { return m.memory }
 
 // RecallHandler returns a handler for the recall and memory tools.
-func (m *Manager) RecallHandler() *recall.Handler {
+func (m *Engine) RecallHandler() *recall.Handler {
 	return &recall.Handler{Recall: m.recall, Memory: m.memory}
 }
 
 // index queues new message events for embedding (never blocks).
-func (m *Manager) index(tenant string, evs []store.Event) {
+func (m *Engine) index(tenant string, evs []store.Event) {
 	if m.indexer != nil {
 		m.indexer.Add(tenant, evs...)
 	}
@@ -117,7 +117,7 @@ func firstWords(s string, n int) string {
 
 // FlushIndex waits until every queued message is embedded (or given up on):
 // for tests and orderly shutdown. Without an embedder it returns at once.
-func (m *Manager) FlushIndex(ctx context.Context) error {
+func (m *Engine) FlushIndex(ctx context.Context) error {
 	if m.indexer == nil {
 		return nil
 	}

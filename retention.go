@@ -24,7 +24,7 @@ var ErrNoTenantList = errors.New("mneme: the store cannot list its tenants (stor
 // (ThreadInfo.Updated) is before cutoff and returns their ids. Each thread
 // is checked again under its lock just before it goes, so a thread that
 // came back to life since the listing is kept.
-func (m *Manager) DeleteThreadsBefore(ctx context.Context, tenant string, cutoff time.Time) ([]string, error) {
+func (m *Engine) DeleteThreadsBefore(ctx context.Context, tenant string, cutoff time.Time) ([]string, error) {
 	var old []string
 	cursor := ""
 	for {
@@ -79,7 +79,7 @@ func (t *Thread) deleteIfIdleSince(ctx context.Context, cutoff time.Time) (bool,
 
 // SweepRetention deletes, for every tenant of the store, the threads idle
 // for longer than maxAge; it returns how many it deleted.
-func (m *Manager) SweepRetention(ctx context.Context, maxAge time.Duration) (int, error) {
+func (m *Engine) SweepRetention(ctx context.Context, maxAge time.Duration) (int, error) {
 	tl, ok := m.store.(store.TenantLister)
 	if !ok {
 		return 0, ErrNoTenantList
@@ -112,8 +112,8 @@ func (m *Manager) SweepRetention(ctx context.Context, maxAge time.Duration) (int
 // RunRetention sweeps at once and then every interval until ctx ends (it
 // returns nil then). A failed sweep is logged and tried again at the next
 // tick. The caller owns it: run it in a goroutine it waits for before
-// closing the Manager.
-func (m *Manager) RunRetention(ctx context.Context, maxAge, interval time.Duration) error {
+// closing the Engine.
+func (m *Engine) RunRetention(ctx context.Context, maxAge, interval time.Duration) error {
 	if maxAge <= 0 {
 		return fmt.Errorf("mneme: retention period %v: want > 0", maxAge)
 	}
@@ -150,7 +150,7 @@ type purgeState struct {
 // Purge rewrites the store's files so that what was deleted is gone from
 // them too, when the store can hold stale copies (store.Purger, found
 // through wrappers); otherwise it does nothing.
-func (m *Manager) Purge(ctx context.Context) error {
+func (m *Engine) Purge(ctx context.Context) error {
 	p, ok := store.As[store.Purger](m.store)
 	if !ok {
 		return nil
@@ -161,7 +161,7 @@ func (m *Manager) Purge(ctx context.Context) error {
 // PurgeSoon runs Purge in the background (a job Close waits for), after a
 // deletion that must reach the files: an erasure answers at once and the
 // bytes follow within the time one purge takes.
-func (m *Manager) PurgeSoon() {
+func (m *Engine) PurgeSoon() {
 	if _, ok := store.As[store.Purger](m.store); !ok || m.bg.Err() != nil {
 		return
 	}

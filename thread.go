@@ -20,7 +20,7 @@ import (
 // concurrent use; calls on one thread are serialised in this process and
 // made safe across processes by the log's optimistic concurrency.
 type Thread struct {
-	m      *Manager
+	m      *Engine
 	tenant string
 	id     string
 }
@@ -33,8 +33,8 @@ func (t *Thread) Tenant() string { return t.tenant }
 // caught up from the log on every call.
 type threadState struct {
 	key  threadKey
-	pins int           // guarded by Manager.mu: callers and jobs using the state
-	idle *list.Element // guarded by Manager.mu: in Manager.idle while pins == 0
+	pins int           // guarded by Engine.mu: callers and jobs using the state
+	idle *list.Element // guarded by Engine.mu: in Engine.idle while pins == 0
 
 	mu     sync.Mutex
 	st     *window.State
@@ -740,4 +740,4 @@ func (t *Thread) Inspect(ctx context.Context, f func(st *window.State) error) er
 
 // RunningJobs returns how many background jobs (buffered observations,
 // reflections, the embedding indexer) are running now.
-func (m *Manager) RunningJobs() int { return int(m.running.Load()) }
+func (m *Engine) RunningJobs() int { return int(m.running.Load()) }

@@ -36,15 +36,15 @@ import (
 
 // Config configures the API.
 type Config struct {
-	// Manager is the engine; required.
-	Manager *mneme.Manager
+	// Engine is the engine; required.
+	Engine *mneme.Engine
 	// History gives the usage chart its per-call points; nil: a fresh one
 	// that nothing feeds (the chart then shows compactions and the current
 	// window only). Feed it from mneme.Config.OnUsage.
 	History *History
-	// Recall searches the archive; nil: BM25 over the Manager's store.
+	// Recall searches the archive; nil: BM25 over the Engine's store.
 	Recall *recall.Recall
-	// Memory is the long-term memory; nil: over the Manager's store.
+	// Memory is the long-term memory; nil: over the Engine's store.
 	Memory *memory.Bank
 	// Tenant returns the tenant a request acts for; default server.Tenant.
 	Tenant func(context.Context) string
@@ -55,7 +55,7 @@ type Config struct {
 // API serves /api/. Create it with New.
 type API struct {
 	cfg    Config
-	m      *mneme.Manager
+	m      *mneme.Engine
 	st     store.Store
 	hist   *History
 	rec    *recall.Recall
@@ -73,10 +73,10 @@ type Route struct {
 
 // New returns the API for cfg.
 func New(cfg Config) (*API, error) {
-	if cfg.Manager == nil {
-		return nil, errors.New("api: Config.Manager is required")
+	if cfg.Engine == nil {
+		return nil, errors.New("api: Config.Engine is required")
 	}
-	a := &API{cfg: cfg, m: cfg.Manager, st: cfg.Manager.Store(), hist: cfg.History, rec: cfg.Recall, mem: cfg.Memory, tenant: cfg.Tenant, log: cfg.Logger}
+	a := &API{cfg: cfg, m: cfg.Engine, st: cfg.Engine.Store(), hist: cfg.History, rec: cfg.Recall, mem: cfg.Memory, tenant: cfg.Tenant, log: cfg.Logger}
 	if a.hist == nil {
 		a.hist = NewHistory(0, 0)
 	}

@@ -80,8 +80,8 @@ func BenchmarkEngineBackends(b *testing.B) {
 	}
 }
 
-// openBench opens a Manager on store d with a 16k-token budget.
-func openBench(b *testing.B, d string) *mneme.Manager {
+// openBench opens an Engine on store d with a 16k-token budget.
+func openBench(b *testing.B, d string) *mneme.Engine {
 	b.Helper()
 	p := mneme.DefaultPolicy()
 	p.BudgetTokens = 16000

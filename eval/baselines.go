@@ -213,7 +213,7 @@ func (s *summarizeAll) Close() error                                          { 
 // store; its archive search is the recall a model would do with
 // mneme_search.
 type mnemeStrategy struct {
-	m      *mneme.Manager
+	m      *mneme.Engine
 	st     store.Store
 	th     *mneme.Thread
 	last   *window.Window

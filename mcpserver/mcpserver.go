@@ -46,19 +46,19 @@ const (
 
 // Config is what the tools read and write through.
 type Config struct {
-	// Manager is the engine; required.
-	Manager *mneme.Manager
-	// API computes thread summaries (observations); nil: one over Manager.
+	// Engine is the engine; required.
+	Engine *mneme.Engine
+	// API computes thread summaries (observations); nil: one over Engine.
 	API *api.API
-	// Recall searches the archive; nil: BM25 over the Manager's store.
+	// Recall searches the archive; nil: BM25 over the Engine's store.
 	Recall *recall.Recall
-	// Memory is the long-term memory; nil: over the Manager's store.
+	// Memory is the long-term memory; nil: over the Engine's store.
 	Memory *memory.Bank
 }
 
 // tools holds what every tenant's server shares.
 type tools struct {
-	m   *mneme.Manager
+	m   *mneme.Engine
 	st  store.Store
 	a   *api.API
 	rec *recall.Recall
@@ -66,12 +66,12 @@ type tools struct {
 }
 
 func newTools(cfg Config) (*tools, error) {
-	if cfg.Manager == nil {
-		return nil, errors.New("mcpserver: Config.Manager is required")
+	if cfg.Engine == nil {
+		return nil, errors.New("mcpserver: Config.Engine is required")
 	}
-	t := &tools{m: cfg.Manager, st: cfg.Manager.Store(), a: cfg.API, rec: cfg.Recall, mem: cfg.Memory}
+	t := &tools{m: cfg.Engine, st: cfg.Engine.Store(), a: cfg.API, rec: cfg.Recall, mem: cfg.Memory}
 	if t.a == nil {
-		a, err := api.New(api.Config{Manager: cfg.Manager})
+		a, err := api.New(api.Config{Engine: cfg.Engine})
 		if err != nil {
 			return nil, err
 		}

@@ -43,9 +43,9 @@ const (
 
 // Config configures a Proxy.
 type Config struct {
-	// Manager is the engine; required. The proxy reads and searches the
-	// log through Manager.Store().
-	Manager *mneme.Manager
+	// Engine is the engine; required. The proxy reads and searches the
+	// log through Engine.Store().
+	Engine *mneme.Engine
 	// OpenAIUpstream and AnthropicUpstream are the base URLs of the real
 	// APIs (a trailing /v1 is accepted). Defaults: the public APIs.
 	OpenAIUpstream    string
@@ -74,7 +74,7 @@ type Config struct {
 // use.
 type Proxy struct {
 	cfg       Config
-	m         *mneme.Manager
+	m         *mneme.Engine
 	store     store.Store
 	openai    *url.URL
 	anthropic *url.URL
@@ -88,10 +88,10 @@ type Proxy struct {
 
 // New returns a Proxy for cfg.
 func New(cfg Config) (*Proxy, error) {
-	if cfg.Manager == nil {
-		return nil, errors.New("proxy: Config.Manager is required")
+	if cfg.Engine == nil {
+		return nil, errors.New("proxy: Config.Engine is required")
 	}
-	p := &Proxy{cfg: cfg, m: cfg.Manager, store: cfg.Manager.Store(), client: cfg.Client, log: cfg.Logger}
+	p := &Proxy{cfg: cfg, m: cfg.Engine, store: cfg.Engine.Store(), client: cfg.Client, log: cfg.Logger}
 	var err error
 	if p.openai, err = baseURL(cfg.OpenAIUpstream, DefaultOpenAIUpstream); err != nil {
 		return nil, fmt.Errorf("proxy: openai upstream: %w", err)

@@ -43,7 +43,7 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 type fuzzEnv struct {
 	h    http.Handler
 	st   store.Store
-	m    *mneme.Manager
+	m    *mneme.Engine
 	next atomic.Int64
 }
 
@@ -62,7 +62,7 @@ func fuzzServer(t testing.TB) *fuzzEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		px, err := proxy.New(proxy.Config{Manager: m, OpenAIUpstream: "http://upstream", AnthropicUpstream: "http://upstream", Logger: quiet,
+		px, err := proxy.New(proxy.Config{Engine: m, OpenAIUpstream: "http://upstream", AnthropicUpstream: "http://upstream", Logger: quiet,
 			Client: &http.Client{Transport: handlerTransport{llm.Handler()}}, MaxBodyBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +71,7 @@ func fuzzServer(t testing.TB) *fuzzEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := api.New(api.Config{Manager: m, Logger: quiet})
+		a, err := api.New(api.Config{Engine: m, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,7 @@ import (
 type harness struct {
 	t     *testing.T
 	llm   *fakellm.Server
-	m     *mneme.Manager
+	m     *mneme.Engine
 	st    store.Store
 	url   string
 	stop  context.CancelFunc
@@ -72,7 +72,7 @@ func startServer(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := proxy.Config{Manager: m, OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL(), Logger: quiet}
+	cfg := proxy.Config{Engine: m, OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL(), Logger: quiet}
 	if o.pxConfig != nil {
 		o.pxConfig(&cfg)
 	}

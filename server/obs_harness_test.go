@@ -31,7 +31,7 @@ import (
 // in a buffer.
 type obsHarness struct {
 	url     string
-	m       *mneme.Manager
+	m       *mneme.Engine
 	metrics *metrics.Metrics
 	llm     *fakellm.Server
 	logs    *syncBuffer
@@ -78,7 +78,7 @@ func startObs(t testing.TB, o obsOpts) *obsHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px, err := proxy.New(proxy.Config{Manager: m, OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL(), OpenAIKey: o.openaiKey, Logger: logger,
+	px, err := proxy.New(proxy.Config{Engine: m, OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL(), OpenAIKey: o.openaiKey, Logger: logger,
 		Client: &http.Client{Transport: met.Transport(nil)}})
 	if err != nil {
 		t.Fatal(err)
@@ -87,11 +87,11 @@ func startObs(t testing.TB, o obsOpts) *obsHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := api.New(api.Config{Manager: m, History: hist, Logger: logger})
+	a, err := api.New(api.Config{Engine: m, History: hist, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mh, err := mcpserver.Handler(mcpserver.Config{Manager: m, API: a}, server.Tenant)
+	mh, err := mcpserver.Handler(mcpserver.Config{Engine: m, API: a}, server.Tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func TestOpenAPIRoutesMatchHandlers(t *testing.T) {
 		}
 	}
 	h := startObs(t, obsOpts{})
-	a, err := api.New(api.Config{Manager: h.m})
+	a, err := api.New(api.Config{Engine: h.m})
 	if err != nil {
 		t.Fatal(err)
 	}

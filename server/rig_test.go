@@ -34,7 +34,7 @@ type rig struct {
 	backend string
 	dsn     string
 	sqlite  string // the SQLite file, for the sqlite backend
-	m       *mneme.Manager
+	m       *mneme.Engine
 	st      store.Store
 	llm     *fakellm.Server
 	px      *proxy.Proxy
@@ -106,7 +106,7 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	if r.m, err = mneme.Open(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	pc := proxy.Config{Manager: r.m, OpenAIUpstream: r.llm.URL(), AnthropicUpstream: r.llm.URL(), Logger: quiet}
+	pc := proxy.Config{Engine: r.m, OpenAIUpstream: r.llm.URL(), AnthropicUpstream: r.llm.URL(), Logger: quiet}
 	if o.pxConfig != nil {
 		o.pxConfig(&pc)
 	}
@@ -117,10 +117,10 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.api, err = api.New(api.Config{Manager: r.m, Logger: quiet}); err != nil {
+	if r.api, err = api.New(api.Config{Engine: r.m, Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
-	mh, err := mcpserver.Handler(mcpserver.Config{Manager: r.m, API: r.api}, server.Tenant)
+	mh, err := mcpserver.Handler(mcpserver.Config{Engine: r.m, API: r.api}, server.Tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

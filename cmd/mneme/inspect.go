@@ -55,12 +55,12 @@ catalogued, and each compaction says what left and what replaced it.`,
 }
 
 // inspectThread writes the thread's usage, observations and timeline.
-func inspectThread(ctx context.Context, out io.Writer, m *mneme.Manager, tenant, id string, from int64, limit int) error {
+func inspectThread(ctx context.Context, out io.Writer, m *mneme.Engine, tenant, id string, from int64, limit int) error {
 	info, err := m.Store().Thread(ctx, tenant, id)
 	if err != nil {
 		return fmt.Errorf("thread %q of tenant %q: %w", id, tenant, err)
 	}
-	a, err := api.New(api.Config{Manager: m})
+	a, err := api.New(api.Config{Engine: m})
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ Logs go to stderr: stdout carries the protocol.`,
 				return err
 			}
 			defer m.Close()
-			return mcpserver.ServeStdio(cmd.Context(), mcpserver.Config{Manager: m}, f.tenant)
+			return mcpserver.ServeStdio(cmd.Context(), mcpserver.Config{Engine: m}, f.tenant)
 		},
 	}
 	f.add(c)
@@ -101,7 +101,7 @@ func (o *observability) engine(ctx context.Context, cfg *mneme.Config) error {
 	return nil
 }
 
-// close closes the store engine opened (after the Manager is closed).
+// close closes the store engine opened (after the Engine is closed).
 func (o *observability) close() {
 	if o.store != nil {
 		o.store.Close()
@@ -119,12 +119,12 @@ func (o *observability) upstreamClient(timeout time.Duration) *http.Client {
 
 // mount registers /api/, /mcp, /metrics, the inspector at / and the
 // request metrics of the proxy's two model routes.
-func (o *observability) mount(srv *server.Server, m *mneme.Manager, px *proxy.Proxy, logger *slog.Logger) error {
-	a, err := api.New(api.Config{Manager: m, History: o.history, Logger: logger})
+func (o *observability) mount(srv *server.Server, m *mneme.Engine, px *proxy.Proxy, logger *slog.Logger) error {
+	a, err := api.New(api.Config{Engine: m, History: o.history, Logger: logger})
 	if err != nil {
 		return err
 	}
-	mh, err := mcpserver.Handler(mcpserver.Config{Manager: m, API: a}, server.Tenant)
+	mh, err := mcpserver.Handler(mcpserver.Config{Engine: m, API: a}, server.Tenant)
 	if err != nil {
 		return err
 	}

@@ -34,8 +34,8 @@ func parseRetain(s string) (time.Duration, error) {
 
 // startRetention runs the retention sweeper of `mneme serve` (at start,
 // then every hour or every maxAge when shorter) and returns the function
-// that stops it and waits for it: call it before closing the Manager.
-func startRetention(ctx context.Context, m *mneme.Manager, maxAge time.Duration, logger *slog.Logger) (stop func()) {
+// that stops it and waits for it: call it before closing the Engine.
+func startRetention(ctx context.Context, m *mneme.Engine, maxAge time.Duration, logger *slog.Logger) (stop func()) {
 	if maxAge <= 0 {
 		return func() {}
 	}

@@ -364,7 +364,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	defer m.Close()
 	defer startRetention(ctx, m, retain, logger)() // stopped before m.Close
 	px, err := proxy.New(proxy.Config{
-		Manager:        m,
+		Engine:         m,
 		OpenAIUpstream: o.openaiUpstream, AnthropicUpstream: o.anthropicUpstream,
 		OpenAIKey: o.openaiKey, AnthropicKey: o.anthropicKey,
 		MaxBodyBytes:    int64(o.maxBodyMiB) << 20,
@@ -425,9 +425,9 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 // serveExtensions add routes to the server before it starts: the JSON API,
 // metrics, MCP and the inspector register here from their own files, with
 // `serveExtensions = append(serveExtensions, func(s *server.Server, m
-// *mneme.Manager) error { s.Handle("/api/", ...); return nil })` in an
+// *mneme.Engine) error { s.Handle("/api/", ...); return nil })` in an
 // init(). See the extension point in server/routes.go.
-var serveExtensions []func(*server.Server, *mneme.Manager) error
+var serveExtensions []func(*server.Server, *mneme.Engine) error
 
 // demoScript is the demo's agent and its model: a scripted, tool-heavy
 // coding session. The fake model answers each request with the next step
