@@ -3,114 +3,17 @@ package mneme
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/mnemehq/mneme/compact"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/token"
 	"github.com/mnemehq/mneme/window"
 )
 
-// ReflectInput is what a Reflector gets: the memory block's entries, all
-// to be condensed into one of at most Target tokens.
-type ReflectInput struct {
-	Tenant, Thread string
-	Blocks         []window.Block
-	Target         int
-	Policy         Policy
-	Counter        token.Counter
-}
-
-// Reflector condenses the memory block when its observations pass the
-// policy's ReflectOver. A Compactor that also implements Reflector
-// reflects; otherwise the extractive Reflector does. Like a Compactor, it
-// must not fail the request: it falls back and says so in Fallback.
-type Reflector interface {
-	Reflect(ctx context.Context, in ReflectInput) (window.ReflectedData, error)
-}
-
-// NewCompactor returns the Compactor (and Reflector) that runs compact's
-// Observer and Reflector over s, with compact.Extractive as the fallback of
-// every failure. s == nil observes extractively.
-func NewCompactor(s compact.Summarizer) Compactor {
-	return summarizerCompactor{s: s}
-}
-
-// summarizerCompactor adapts compact to the engine's interfaces.
-type summarizerCompactor struct{ s compact.Summarizer }
-
-func (c summarizerCompactor) Observe(ctx context.Context, in CompactInput) (window.CompactedData, error) {
-	o := compact.Observer{Summarizer: c.s, Counter: in.Counter}
-	return o.Observe(ctx, compact.Segment{
-		From: in.From, To: in.To,
-		Entries:   entriesOf(in.Items),
-		Prior:     priorText(in.Blocks),
-		MaxTokens: in.MaxTokens,
-	}), nil
-}
-
-func (c summarizerCompactor) Reflect(ctx context.Context, in ReflectInput) (window.ReflectedData, error) {
-	r := compact.Reflector{Summarizer: c.s, Counter: in.Counter}
-	return r.Reflect(ctx, in.Blocks, in.Target), nil
-}
-
-// slow reports whether the summarizer calls a model: only then is
-// buffering in the background worth a goroutine.
-func (c summarizerCompactor) slow() bool {
-	if c.s == nil {
-		return false
-	}
-	_, extractive := c.s.(compact.Extractive)
-	return !extractive
-}
-
-// entriesOf turns window items into the Observer's input.
-func entriesOf(items []*window.Item) []compact.Entry {
-	out := make([]compact.Entry, 0, len(items))
-	for _, it := range items {
-		out = append(out, compact.Entry{Seq: it.Seq, At: unixUTC(it.At), Ref: it.Ref, Msg: it.Msg})
-	}
-	return out
-}
-
-func unixUTC(sec int64) time.Time { return time.Unix(sec, 0).UTC() }
-
-func priorText(blocks []window.Block) string {
-	var b strings.Builder
-	for _, bl := range blocks {
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(bl.Text)
-	}
-	return b.String()
-}
-
-// newSummarizer builds the summarizer Config asks for: an LLM when a model
-// is named, else the extractive one.
-func newSummarizer(cfg compact.LLMConfig, models *token.Table) (compact.Summarizer, error) {
-	if cfg.Model == "" {
-		return compact.Extractive{}, nil
-	}
-	if cfg.Models == nil {
-		cfg.Models = models
-	}
-	return compact.NewLLM(cfg)
-}
-
-// reflectThreshold is the memory size over which the Reflector runs: the
-// policy's ReflectOver (default 40,000 tokens), never more than a quarter
-// of the budget.
-func reflectThreshold(p Policy, budget int) int {
-	t := 40000
-	if !p.ReflectOver.IsZero() && p.ReflectOver.Messages == 0 {
-		t = p.ReflectOver.TokensOf(budget)
-	}
-	return max(1, min(t, budget/4))
-}
+// Background buffering: observations of the oldest tail messages made
+// ahead of time, at steps of the trigger, so that when the window reaches
+// its trigger the compaction is already written and the request does not
+// wait for a model (docs/design.md, the window pipeline).
 
 // buffer holds one thread's background observations: chunks of the oldest
 // messages of the tail, observed before the trigger, contiguous and oldest
@@ -376,79 +279,4 @@ func minTailStart(tail []*window.Item, p Policy) int {
 		j--
 	}
 	return cuts[j]
-}
-
-// startReflect starts a background reflection when the memory block has
-// passed its threshold and no job is in flight; it reports whether one
-// runs. The result is recorded by the next call (activateReflection).
-func (t *Thread) startReflect(ts *threadState) bool {
-	m := t.m
-	if ts.buf.running || ts.buf.reflected != nil || m.bg.Err() != nil {
-		return ts.buf.running && ts.buf.reflecting
-	}
-	blocks := ts.st.Blocks()
-	threshold := reflectThreshold(ts.policy, ts.st.Budget())
-	total := 0
-	for _, b := range blocks {
-		total += b.Tokens
-	}
-	if len(blocks) == 0 || total <= threshold {
-		return false
-	}
-	if !m.tryJobSlot() {
-		return false // the next compaction tries again (compactLocked reflects inline when full)
-	}
-	jobCtx, cancel := context.WithCancel(m.bg)
-	ts.buf.running, ts.buf.reflecting, ts.buf.cancel = true, true, cancel
-	in := ReflectInput{Tenant: t.tenant, Thread: t.id, Blocks: blocks, Target: threshold / 2, Policy: ts.policy, Counter: ts.sz.c}
-	m.goStateJob(ts, func() {
-		defer m.releaseJobSlot()
-		defer cancel()
-		d, err := m.reflector.Reflect(jobCtx, in)
-		ok := err == nil && jobCtx.Err() == nil && strings.TrimSpace(d.Text) != ""
-		if ok {
-			d.TokensAfter = in.Counter.Count(d.Text)
-			ok = d.TokensAfter < total
-		}
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		ts.buf.running, ts.buf.reflecting = false, false
-		if ok && jobCtx.Err() == nil {
-			ts.buf.reflected = &d
-		}
-	})
-	return true
-}
-
-// activateReflection records a reflection finished in the background, if
-// every block it replaces is still in the memory block (a block added
-// since stays after it). It is a compaction step: the prefix changes.
-func (t *Thread) activateReflection(ctx context.Context, ts *threadState) (*CompactEvent, error) {
-	d := ts.buf.reflected
-	if d == nil {
-		return nil, nil
-	}
-	ts.buf.reflected = nil
-	have := map[int64]bool{}
-	for _, b := range ts.st.Blocks() {
-		have[b.EventSeq] = true
-	}
-	for _, q := range d.Replaces {
-		if !have[q] {
-			return nil, nil // stale: another writer reflected or the state was rebuilt
-		}
-	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return nil, err
-	}
-	stored, err := t.appendEvents(ctx, ts, []store.Event{{Kind: store.KindReflected, Data: b}}, func() ([]store.Event, error) { return nil, nil })
-	if err != nil || len(stored) == 0 {
-		return nil, err
-	}
-	ce := &CompactEvent{Seq: stored[0].Seq, Reflected: d, Buffered: true}
-	if t.m.cfg.OnCompact != nil {
-		t.m.cfg.OnCompact(t.tenant, t.id, *ce)
-	}
-	return ce, nil
 }
