@@ -53,7 +53,7 @@ func (c summarizerCompactor) Observe(ctx context.Context, in CompactInput) (wind
 }
 
 func (c summarizerCompactor) Reflect(ctx context.Context, in ReflectInput) (window.ReflectedData, error) {
-	r := compact.Reflector{Summarizer: c.s, Counter: in.Counter}
+	r := compact.Condenser{Summarizer: c.s, Counter: in.Counter}
 	return r.Reflect(ctx, in.Blocks, in.Target), nil
 }
 

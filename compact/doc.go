@@ -1,8 +1,8 @@
 // Package compact writes what replaces messages leaving the window: the
 // Observer turns a range of the log into dated, prioritised observations;
-// the Reflector condenses observations once they grow too large. Both run a
-// Summarizer (an LLM through package llm, or the deterministic Extractive
-// one) and never fail: an error, a timeout, an empty, invalid or oversized
+// the Condenser (the design's Reflector) condenses observations once they
+// grow too large. Both run a Summarizer (an LLM through package llm, or the
+// deterministic Extractive one) and never fail: an error, a timeout, an empty, invalid or oversized
 // answer makes the Extractive summarizer run instead, and the result says
 // why (DESIGN.md I5).
 //

@@ -158,7 +158,7 @@ func TestExtractiveReflectFits(t *testing.T) {
 	o, _ := compact.Extractive{Counter: c}.Observe(context.Background(), compact.Segment{Entries: s.Entries})
 	before := c.Count(o.Text)
 	for _, target := range []int{50, 500, before / 2, before * 2} {
-		r := &compact.Reflector{Counter: c}
+		r := &compact.Condenser{Counter: c}
 		d := r.Reflect(context.Background(), blocksOf(o.Text, 1, s.Entries[len(s.Entries)-1].Seq), target)
 		if d.TokensAfter > target || d.TokensAfter == 0 && target > 50 {
 			t.Errorf("target %d: got %d tokens (level %d)", target, d.TokensAfter, d.Level)

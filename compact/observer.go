@@ -111,11 +111,11 @@ func cause(ctx context.Context, err error) string {
 	return s
 }
 
-// Reflector condenses the memory block's observations when they pass their
+// Condenser condenses the memory block's observations when they pass their
 // threshold, with its Summarizer, retrying at lower detail levels while the
 // result is over target, then falling back to Extractive (which always
 // fits). The zero value reflects extractively.
-type Reflector struct {
+type Condenser struct {
 	Summarizer Summarizer
 	Counter    token.Counter
 }
@@ -126,7 +126,7 @@ const modelLevels = 3
 // Reflect condenses blocks into one observation of at most target tokens
 // and returns the reflected event's payload (replacing every block). It
 // never fails.
-func (r *Reflector) Reflect(ctx context.Context, blocks []window.Block, target int) window.ReflectedData {
+func (r *Condenser) Reflect(ctx context.Context, blocks []window.Block, target int) window.ReflectedData {
 	start := time.Now()
 	c := Extractive{Counter: r.Counter}.counter()
 	d := window.ReflectedData{From: blocks[0].From, To: blocks[0].To}

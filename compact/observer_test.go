@@ -131,7 +131,7 @@ func TestReflectorLLM(t *testing.T) {
 	t.Run("fits at level 0", func(t *testing.T) {
 		srv := fakellm.Start()
 		defer srv.Close()
-		r := compact.Reflector{Summarizer: newLLM(t, srv, "anthropic", nil), Counter: c}
+		r := compact.Condenser{Summarizer: newLLM(t, srv, "anthropic", nil), Counter: c}
 		d := r.Reflect(context.Background(), blocksOf(obs.Text, 1, last), 2000)
 		if d.Fallback != "" || d.Level != 0 || d.TokensAfter > 2000 || d.Model == compact.ExtractiveModel {
 			t.Fatalf("%+v", d)
@@ -147,7 +147,7 @@ func TestReflectorLLM(t *testing.T) {
 			return fakellm.Reply{Text: strings.Repeat("- still long line 1\n", 70)}
 		}))
 		defer srv.Close()
-		r := compact.Reflector{Summarizer: newLLM(t, srv, "openai", nil), Counter: c}
+		r := compact.Condenser{Summarizer: newLLM(t, srv, "openai", nil), Counter: c}
 		d := r.Reflect(context.Background(), blocksOf(obs.Text, 1, last), 300)
 		if calls.Load() != 3 || !strings.Contains(d.Fallback, "level 2") || d.TokensAfter > 300 || d.Model != compact.ExtractiveModel {
 			t.Fatalf("%d calls, %+v", calls.Load(), d)
@@ -156,7 +156,7 @@ func TestReflectorLLM(t *testing.T) {
 	t.Run("error falls back at once", func(t *testing.T) {
 		srv := fakellm.Start(fakellm.WithHandler(func(fakellm.Request) fakellm.Reply { return fakellm.Reply{Status: 503} }))
 		defer srv.Close()
-		r := compact.Reflector{Summarizer: newLLM(t, srv, "openai", nil), Counter: c}
+		r := compact.Condenser{Summarizer: newLLM(t, srv, "openai", nil), Counter: c}
 		d := r.Reflect(context.Background(), blocksOf(obs.Text, 1, last), 500)
 		if len(srv.Requests()) != 1 || !strings.Contains(d.Fallback, "503") || d.TokensAfter > 500 {
 			t.Fatalf("%+v", d)

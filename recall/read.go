@@ -35,8 +35,8 @@ const (
 	MaxPageBytes = 32000
 )
 
-// Page is one page of a message read by ref.
-type Page struct {
+// MessagePage is one page of a message read by ref.
+type MessagePage struct {
 	Ref    string       `json:"ref"`
 	Thread string       `json:"thread"`
 	Seq    int64        `json:"seq"`
@@ -63,19 +63,19 @@ type Page struct {
 // store.ErrNotFound, as is one of another tenant (I8). offset <= 0 and
 // limit <= 0 mean the start and the default page size. An offset past the
 // end gives an empty page with Total set.
-func Read(ctx context.Context, log store.Log, tenant, thread, ref string, offset, limit int) (Page, error) {
+func Read(ctx context.Context, log store.Log, tenant, thread, ref string, offset, limit int) (MessagePage, error) {
 	if ref == "" || len(ref) > 256 {
-		return Page{}, store.ErrNotFound
+		return MessagePage{}, store.ErrNotFound
 	}
 	th, ev, err := log.EventByRef(ctx, tenant, ref)
 	if err != nil {
-		return Page{}, err
+		return MessagePage{}, err
 	}
 	if (thread != "" && th != thread) || ev.Message == nil {
-		return Page{}, store.ErrNotFound
+		return MessagePage{}, store.ErrNotFound
 	}
 	text := ev.Message.PlainText()
-	p := Page{Ref: ref, Thread: th, Seq: ev.Seq, Role: ev.Message.Role, Tool: store.ToolOf(*ev.Message, nil), Size: len(text)}
+	p := MessagePage{Ref: ref, Thread: th, Seq: ev.Seq, Role: ev.Message.Role, Tool: store.ToolOf(*ev.Message, nil), Size: len(text)}
 	if unitOf(text) == Bytes {
 		readBytes(&p, text, offset, limit)
 	} else {
@@ -101,7 +101,7 @@ func unitOf(text string) Unit {
 	return Lines
 }
 
-func readLines(p *Page, text string, offset, limit int) {
+func readLines(p *MessagePage, text string, offset, limit int) {
 	lines := strings.Split(text, "\n")
 	p.Unit, p.Total = Lines, len(lines)
 	offset = max(offset, 1)
@@ -129,7 +129,7 @@ func readLines(p *Page, text string, offset, limit int) {
 	}
 }
 
-func readBytes(p *Page, text string, offset, limit int) {
+func readBytes(p *MessagePage, text string, offset, limit int) {
 	p.Unit, p.Total = Bytes, len(text)
 	offset = max(offset, 0)
 	if limit <= 0 {
@@ -155,7 +155,7 @@ func readBytes(p *Page, text string, offset, limit int) {
 
 // Render formats the page as a tool result: one header line saying what
 // this is and how to read on, then the text exactly.
-func (p Page) Render() string {
+func (p MessagePage) Render() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[mneme_read ref %s (seq %d, %s", p.Ref, p.Seq, p.Role)
 	if p.Tool != "" {

@@ -13,9 +13,9 @@ import (
 )
 
 // readAll pages through a ref with the given limit and reassembles it.
-func readAll(t *testing.T, s store.Store, ref string, limit int) (string, []recall.Page) {
+func readAll(t *testing.T, s store.Store, ref string, limit int) (string, []recall.MessagePage) {
 	t.Helper()
-	var pages []recall.Page
+	var pages []recall.MessagePage
 	offset := 0
 	for range 10000 {
 		p, err := recall.Read(context.Background(), s, "a", "t", ref, offset, limit)
