@@ -2,9 +2,9 @@
 // Observer turns a range of the log into dated, prioritised observations;
 // the Condenser (the design's Reflector) condenses observations once they
 // grow too large. Both run a Summarizer (an LLM through package llm, or the
-// deterministic Extractive one) and never fail: an error, a timeout, an empty, invalid or oversized
-// answer makes the Extractive summarizer run instead, and the result says
-// why (DESIGN.md I5).
+// deterministic Extractive one) and never fail: an error, a timeout, an
+// empty, invalid or oversized answer makes the Extractive summarizer run
+// instead, and the result says why (invariant I5 in docs/design.md).
 //
 // The observation format, one fact a line, grouped by date:
 //
