@@ -62,6 +62,11 @@ func DecodeAnthropicSystem(raw json.RawMessage) ([]Message, error) {
 	return []Message{m}, nil
 }
 
+// anthropicInline is the Wire.Role of a system message that stood inside
+// an Anthropic request's messages (a mid-conversation system message), as
+// opposed to the request's system field.
+const anthropicInline = "system"
+
 // decodeAnthropicMessage decodes the message object at the scanner.
 func decodeAnthropicMessage(s *scanner) (Message, error) {
 	var (
@@ -98,7 +103,10 @@ func decodeAnthropicMessage(s *scanner) (Message, error) {
 	case role == "user" || role == "assistant":
 		m.Role = Role(role)
 	case role == "system":
-		return Message{}, fieldErr("role", `unknown role "system" (Anthropic takes the system prompt in the request's system field)`)
+		// A mid-conversation system message (Claude Code's agent and skill
+		// lists, reminders): kept where it stands, marked so that it is
+		// written back among the messages and not moved to the system field.
+		m.Role, m.Wire.Role = System, anthropicInline
 	default:
 		return Message{}, fieldErr("role", fmt.Sprintf("unknown role %q", role))
 	}
@@ -301,8 +309,9 @@ func decodeAnthropicSource(s *scanner) (anthropicSource, error) {
 
 // EncodeAnthropic encodes one Message as an Anthropic Messages message. A
 // tool message (as OpenAI sends them) becomes a user message of tool_result
-// blocks. A System message has no place among Anthropic messages: use
-// EncodeAnthropicMessages, which moves it to the request's system field.
+// blocks; a System message becomes a mid-conversation system message
+// ({"role":"system"}): EncodeAnthropicMessages is what moves the leading
+// system prompt to the request's system field.
 func EncodeAnthropic(m Message) (json.RawMessage, error) {
 	var b []byte
 	if err := writeAnthropicMessage(&b, m); err != nil {
@@ -312,10 +321,12 @@ func EncodeAnthropic(m Message) (json.RawMessage, error) {
 }
 
 // EncodeAnthropicMessages encodes ms for an Anthropic Messages request: the
-// System messages become the request's system field (a string or text
-// blocks; nil when there are none), the others its messages array, with
-// consecutive tool messages merged into one user message of tool_result
-// blocks.
+// System messages that lead ms become the request's system field (a string
+// or text blocks; nil when there are none), the others its messages array,
+// with consecutive tool messages merged into one user message of
+// tool_result blocks. A System message that stands after the conversation
+// began, or that came from inside an Anthropic messages array, is written
+// where it stands as a mid-conversation system message.
 func EncodeAnthropicMessages(ms []Message) (system json.RawMessage, msgs json.RawMessage, err error) {
 	var sys []Message
 	b := make([]byte, 0, 1024)
@@ -323,7 +334,7 @@ func EncodeAnthropicMessages(ms []Message) (system json.RawMessage, msgs json.Ra
 	n := 0
 	for i := 0; i < len(ms); i++ {
 		m := ms[i]
-		if m.Role == System {
+		if m.Role == System && n == 0 && !isAnthropicInline(m) {
 			sys = append(sys, m)
 			continue
 		}
@@ -384,11 +395,17 @@ func writeAnthropicToolResults(b *[]byte, run []Message) error {
 	return nil
 }
 
+// isAnthropicInline reports whether m is a system message decoded from
+// inside an Anthropic messages array.
+func isAnthropicInline(m Message) bool {
+	return m.Role == System && m.Wire.API == apiAnthropic && m.Wire.Role == anthropicInline
+}
+
 func writeAnthropicMessage(b *[]byte, m Message) error {
 	role := "user"
 	switch m.Role {
 	case System:
-		return fmt.Errorf("%w: a system message belongs in the request's system field (use EncodeAnthropicMessages)", ErrEncode)
+		role = "system"
 	case Tool:
 		return writeAnthropicToolResults(b, []Message{m})
 	case Assistant:

@@ -42,7 +42,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"unterminated", openAIList, `[{"role":"user","content":"abc`, `messages[0]: invalid JSON at offset 30: unterminated string`},
 		{"single message", openAIOne, `{"role":"tool","content":"x"}`, `tool_call_id: missing`},
 
-		{"anthropic system role", anthropicList, `[{"role":"system","content":"x"}]`, `messages[0].role: unknown role "system" (Anthropic takes the system prompt in the request's system field)`},
+		{"anthropic system bad content", anthropicList, `[{"role":"system","content":5}]`, `messages[0].content: want string, array or null`},
 		{"anthropic tool role", anthropicList, `[{"role":"tool","content":"x"}]`, `messages[0].role: unknown role "tool"`},
 		{"tool_use without id", anthropicList, `[{"role":"assistant","content":[{"type":"tool_use","name":"f","input":{}}]}]`, `messages[0].content[0].id: missing`},
 		{"tool_use without name", anthropicList, `[{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t","input":{}}]}]`, `messages[0].content[1].name: missing`},
@@ -257,8 +257,9 @@ func TestEncodeErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := EncodeAnthropic(NewText(System, "x")); !errors.Is(err, ErrEncode) {
-		t.Errorf("EncodeAnthropic(system) = %v, want ErrEncode", err)
+	// A system message on its own is a mid-conversation one.
+	if b, err := EncodeAnthropic(NewText(System, "x")); err != nil || string(b) != `{"role":"system","content":"x"}` {
+		t.Errorf("EncodeAnthropic(system) = %s, %v", b, err)
 	}
 }
 
@@ -394,4 +395,36 @@ func FuzzScan(f *testing.F) {
 		}
 		checkString(t, in)
 	})
+}
+
+// TestAnthropicSystemPlacement: the system messages that lead a window go
+// to the request's system field, the others are written where they stand
+// (mid-conversation system messages), whichever API they came from.
+func TestAnthropicSystemPlacement(t *testing.T) {
+	inline := Message{Role: System, Parts: []Part{{Type: Text, Text: "agents: Explore"}}, Wire: Wire{API: apiAnthropic, Form: "string", Role: anthropicInline}}
+	tests := []struct {
+		name     string
+		ms       []Message
+		sys, out string
+	}{
+		{"leading only", []Message{NewText(System, "s"), NewText(User, "u")}, `"s"`, `[{"role":"user","content":"u"}]`},
+		{"two leading", []Message{NewText(System, "a"), NewText(System, "b"), NewText(User, "u")},
+			`[{"type":"text","text":"a"},{"type":"text","text":"b"}]`, `[{"role":"user","content":"u"}]`},
+		{"after a user message", []Message{NewText(System, "s"), NewText(User, "u"), NewText(System, "late"), NewText(Assistant, "a")},
+			`"s"`, `[{"role":"user","content":"u"},{"role":"system","content":"late"},{"role":"assistant","content":"a"}]`},
+		{"inline first", []Message{inline, NewText(User, "u")}, ``, `[{"role":"system","content":"agents: Explore"},{"role":"user","content":"u"}]`},
+		{"system field then inline", []Message{NewText(System, "s"), inline, NewText(User, "u")},
+			`"s"`, `[{"role":"system","content":"agents: Explore"},{"role":"user","content":"u"}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sys, out, err := EncodeAnthropicMessages(tt.ms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(sys) != tt.sys || string(out) != tt.out {
+				t.Errorf("got system %s messages %s\nwant system %s messages %s", sys, out, tt.sys, tt.out)
+			}
+		})
+	}
 }

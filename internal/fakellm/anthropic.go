@@ -1,6 +1,10 @@
 package fakellm
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,6 +22,80 @@ type anthropicRequest struct {
 	Tools     []struct {
 		Name string `json:"name"`
 	} `json:"tools"`
+	Thinking *struct {
+		Type string `json:"type"`
+	} `json:"thinking"`
+}
+
+// maxCacheControl is how many blocks of one request may carry cache_control.
+const maxCacheControl = 4
+
+// midSystemBeta is the beta that lets a Messages request carry system
+// messages among its messages.
+const midSystemBeta = "mid-conversation-system"
+
+// signKey signs the thinking this process hands out, so that a thinking or
+// redacted_thinking block sent back altered (or never issued) is caught, as
+// the real API catches it.
+var signKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return k
+}()
+
+// sign returns the signature of a thinking text (or redacted data).
+func sign(kind, text string) string {
+	h := hmac.New(sha256.New, signKey)
+	h.Write([]byte(kind))
+	h.Write([]byte{0})
+	h.Write([]byte(text))
+	return base64.StdEncoding.EncodeToString(h.Sum(nil))
+}
+
+// redactedData returns fresh opaque data for a redacted_thinking block: a
+// nonce and its signature.
+func redactedData() string {
+	nonce := rand.Text()
+	return nonce + "." + sign("redacted", nonce)
+}
+
+func validRedacted(data string) bool {
+	nonce, mac, ok := strings.Cut(data, ".")
+	return ok && hmac.Equal([]byte(mac), []byte(sign("redacted", nonce)))
+}
+
+// countCacheControl counts the blocks that carry cache_control: in the
+// tools, the system blocks, the messages' content blocks and the blocks
+// inside tool results, as the API counts them.
+func countCacheControl(raw map[string]json.RawMessage) int {
+	n := 0
+	var blocks func(v any, depth int)
+	blocks = func(v any, depth int) {
+		list, _ := v.([]any)
+		for _, b := range list {
+			bm, _ := b.(map[string]any)
+			if bm == nil {
+				continue
+			}
+			if _, ok := bm["cache_control"]; ok && bm["cache_control"] != nil {
+				n++
+			}
+			if depth == 0 {
+				blocks(bm["content"], 1)
+			}
+		}
+	}
+	for _, k := range []string{"tools", "system"} {
+		var v any
+		_ = json.Unmarshal(raw[k], &v)
+		blocks(v, 1)
+	}
+	var msgs []map[string]any
+	_ = json.Unmarshal(raw["messages"], &msgs)
+	for _, m := range msgs {
+		blocks(m["content"], 0)
+	}
+	return n
 }
 
 // parseAnthropic decodes and validates a Messages (or count_tokens) request
@@ -55,7 +133,15 @@ func parseAnthropic(w http.ResponseWriter, r *http.Request, body []byte, needMax
 		writeError(w, APIAnthropic, http.StatusBadRequest, "max_tokens: Input should be greater than or equal to 1")
 		return Request{}, false
 	}
-	if msg := validateAnthropicMessages(in.Messages); msg != "" {
+	if n := countCacheControl(raw); n > maxCacheControl {
+		writeError(w, APIAnthropic, http.StatusBadRequest, fmt.Sprintf("A maximum of %d blocks with cache_control may be provided. Found %d.", maxCacheControl, n))
+		return Request{}, false
+	}
+	midSystem := false
+	for _, v := range r.Header.Values("anthropic-beta") {
+		midSystem = midSystem || strings.Contains(v, midSystemBeta)
+	}
+	if msg := validateAnthropicMessages(in.Messages, midSystem); msg != "" {
 		writeError(w, APIAnthropic, http.StatusBadRequest, msg)
 		return Request{}, false
 	}
@@ -67,6 +153,7 @@ func parseAnthropic(w http.ResponseWriter, r *http.Request, body []byte, needMax
 		Messages:   in.Messages,
 		System:     contentText(in.System),
 		Header:     r.Header.Clone(),
+		Thinking:   in.Thinking != nil && (in.Thinking.Type == "enabled" || in.Thinking.Type == "adaptive"),
 		toolTokens: roughTokens(string(raw["tools"])),
 	}
 	if in.MaxTokens != nil {
@@ -85,15 +172,22 @@ func parseAnthropic(w http.ResponseWriter, r *http.Request, body []byte, needMax
 	return req, true
 }
 
-// validateAnthropicMessages checks roles and tool pairing as the Messages API
-// does: the tool_use blocks of an assistant message must each have a
-// tool_result in the next message, and every tool_result must answer a
-// tool_use of the previous message.
-func validateAnthropicMessages(msgs []map[string]any) string {
+// validateAnthropicMessages checks roles, tool pairing and thinking blocks
+// as the Messages API does: the tool_use blocks of an assistant message must
+// each have a tool_result in the next message, every tool_result must
+// answer a tool_use of the previous message, and a thinking or
+// redacted_thinking block must come back as it was issued. System messages
+// among the messages need the mid-conversation-system beta (midSystem).
+func validateAnthropicMessages(msgs []map[string]any, midSystem bool) string {
 	var prevUses map[string]bool
 	for i, m := range msgs {
 		role, _ := m["role"].(string)
-		if role != "user" && role != "assistant" {
+		switch {
+		case role == "user" || role == "assistant":
+		case role == "system" && midSystem:
+		case midSystem:
+			return fmt.Sprintf("messages.%d.role: Input should be 'user', 'assistant' or 'system'", i)
+		default:
 			return fmt.Sprintf("messages.%d.role: Input should be 'user' or 'assistant'", i)
 		}
 		if _, ok := m["content"]; !ok {
@@ -108,6 +202,19 @@ func validateAnthropicMessages(msgs []map[string]any) string {
 			case "tool_use":
 				id, _ := bm["id"].(string)
 				uses[id] = true
+			case "thinking", "redacted_thinking":
+				if role != "assistant" {
+					return fmt.Sprintf("messages.%d.content.%d: `%s` blocks are only allowed in assistant messages", i, j, bm["type"])
+				}
+				thinking, _ := bm["thinking"].(string)
+				sig, _ := bm["signature"].(string)
+				data, _ := bm["data"].(string)
+				if bm["type"] == "thinking" && !hmac.Equal([]byte(sig), []byte(sign("thinking", thinking))) {
+					return fmt.Sprintf("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
+				}
+				if bm["type"] == "redacted_thinking" && !validRedacted(data) {
+					return fmt.Sprintf("messages.%d.content.%d: Invalid `data` in `redacted_thinking` block", i, j)
+				}
 			case "tool_result":
 				id, _ := bm["tool_use_id"].(string)
 				if !prevUses[id] {
@@ -147,6 +254,12 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, body []by
 		return
 	}
 	content := []any{}
+	if req.Thinking && rep.Thinking != "" {
+		content = append(content, object{{"type", "thinking"}, {"thinking", rep.Thinking}, {"signature", sign("thinking", rep.Thinking)}})
+	}
+	if req.Thinking && rep.RedactedThinking {
+		content = append(content, object{{"type", "redacted_thinking"}, {"data", redactedData()}})
+	}
 	if a.text != "" {
 		content = append(content, object{{"type", "text"}, {"text", a.text}})
 	}
@@ -220,6 +333,21 @@ func streamAnthropic(w http.ResponseWriter, r *http.Request, req Request, rep Re
 		ok := ev.sendJSON("content_block_stop", object{{"type", "content_block_stop"}, {"index", index}})
 		index++
 		return ok
+	}
+	if req.Thinking && rep.Thinking != "" {
+		var deltas []object
+		for _, piece := range splitChunks(rep.Thinking) {
+			deltas = append(deltas, object{{"type", "thinking_delta"}, {"thinking", piece}})
+		}
+		deltas = append(deltas, object{{"type", "signature_delta"}, {"signature", sign("thinking", rep.Thinking)}})
+		if !block(object{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}, deltas) {
+			return
+		}
+	}
+	if req.Thinking && rep.RedactedThinking {
+		if !block(object{{"type", "redacted_thinking"}, {"data", redactedData()}}, nil) {
+			return
+		}
 	}
 	if a.text != "" {
 		var deltas []object

@@ -47,6 +47,14 @@ type Reply struct {
 	Text string
 	// ToolCalls are the tool calls the assistant makes, after Text.
 	ToolCalls []ToolCall
+	// Thinking, for an Anthropic request that enables extended thinking, is
+	// sent as a thinking block before the text, signed by this process; a
+	// later request that sends the block back with its thinking or
+	// signature changed is a 400, as with the real API.
+	Thinking string
+	// RedactedThinking, on such a request, adds a redacted_thinking block
+	// (opaque data, checked the same way) after the thinking block.
+	RedactedThinking bool
 
 	// Status, when not 0 or 200, makes the reply an HTTP error with that
 	// status. Body is sent as is; when empty, the API's own error JSON is
@@ -101,6 +109,8 @@ type Request struct {
 	LastUserText string
 	// Header is the request's headers.
 	Header http.Header
+	// Thinking reports an Anthropic request that enables extended thinking.
+	Thinking bool
 
 	toolTokens int // rough size of the tool schemas, for usage
 }
