@@ -32,7 +32,21 @@ func (anthropicDialect) messages(req *object) ([]message.Message, error) {
 }
 
 func (anthropicDialect) build(req *object, win []message.Message, recall bool) ([]byte, error) {
-	sys, msgs, err := message.EncodeAnthropicMessages(mergeUserRuns(win))
+	// The client's breakpoints of this request, to honour where their
+	// blocks sit in the window (decoded again only when there are some).
+	var marks []breakpoint
+	if raw := req.get("system"); bytes.Contains(raw, []byte(cacheControlKey)) {
+		if sys, err := message.DecodeAnthropicSystem(raw); err == nil {
+			marks = clientBreakpoints(sys)
+		}
+	}
+	if raw := req.get("messages"); bytes.Contains(raw, []byte(cacheControlKey)) {
+		if ms, err := message.DecodeAnthropicMessages(raw); err == nil {
+			marks = append(marks, clientBreakpoints(ms)...)
+		}
+	}
+	win = placeBreakpoints(mergeUserRuns(win), marks, countToolBreakpoints(splitArray(req.get("tools"))))
+	sys, msgs, err := message.EncodeAnthropicMessages(win)
 	if err != nil {
 		return nil, err
 	}
