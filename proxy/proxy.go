@@ -156,6 +156,8 @@ func (p *Proxy) Handler() http.Handler {
 			p.serveChat(w, r, openAIDialect{})
 		case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
 			p.serveChat(w, r, anthropicDialect{})
+		case r.URL.Path == countTokensPath && r.Method == http.MethodPost:
+			p.serveCountTokens(w, r)
 		default:
 			// Bounded like the model routes: a pass-through upstream that
 			// stalls mid-body does not hold the request forever.

@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/window"
+)
+
+// countTokensPath is Anthropic's token-count route.
+const countTokensPath = "/v1/messages/count_tokens"
+
+// serveCountTokens answers POST /v1/messages/count_tokens for the window
+// Mneme would send for that request, not for the client's whole history:
+// the request's conversation is matched against its thread's log as a
+// model call would be, the new messages are put after the thread's current
+// window, and that body goes upstream to be counted by the model's own
+// counter. Nothing is appended to the log. When the new messages take the
+// window past its trigger, the model call would compact first; the count
+// is then of the window before that compaction (an upper bound).
+func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
+	const api = Anthropic
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, api, http.StatusRequestEntityTooLarge, "request body over "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+			return
+		}
+		writeError(w, api, http.StatusBadRequest, "could not read the request body: "+err.Error())
+		return
+	}
+	if err := checkBody(body); err != nil {
+		writeError(w, api, http.StatusBadRequest, err.Error())
+		return
+	}
+	req, err := parseRequest(body)
+	if err == nil {
+		err = checkFields(req)
+	}
+	if err != nil {
+		writeError(w, api, http.StatusBadRequest, err.Error())
+		return
+	}
+	d := anthropicDialect{}
+	msgs, err := d.messages(req)
+	if err != nil {
+		writeError(w, api, http.StatusBadRequest, err.Error())
+		return
+	}
+	mode := r.Header.Get(HeaderMode)
+	if mode == "" {
+		mode = ModeResend
+	}
+	if mode != ModeResend && mode != ModeAppend {
+		writeError(w, api, http.StatusBadRequest, HeaderMode+": want resend or append, got "+strconv.Quote(mode))
+		return
+	}
+	if err := checkConversation(msgs, mode, api); err != nil {
+		writeError(w, api, http.StatusBadRequest, err.Error())
+		return
+	}
+	tenant := TenantOf(r.Context())
+	id := r.Header.Get(HeaderThread)
+	if id == "" {
+		id = r.Header.Get(HeaderThreadAlt)
+	}
+	if id == "" {
+		id = DeriveThreadID(tenant, msgs)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
+	defer cancel()
+	win, err := p.previewWindow(ctx, tenant, id, mode, msgs)
+	if err != nil {
+		p.engineError(w, api, err)
+		return
+	}
+	out, err := d.build(req, win, false)
+	if err != nil {
+		writeError(w, api, http.StatusBadRequest, err.Error())
+		return
+	}
+	resp, err := p.send(ctx, r, api, countTokensPath, out)
+	if err != nil {
+		status := http.StatusBadGateway
+		if isTimeout(err) {
+			status = http.StatusGatewayTimeout
+		}
+		writeError(w, api, status, "upstream: "+err.Error())
+		return
+	}
+	w.Header().Set(HeaderThread, id)
+	passThrough(w, resp)
+}
+
+// previewWindow returns the messages a model call with msgs would be sent
+// for thread id, appending nothing: the thread's current window followed
+// by what msgs add to the log. A history that differs from the log (it
+// would fork) or a thread with no log yet gives msgs as they are.
+func (p *Proxy) previewWindow(ctx context.Context, tenant, id, mode string, msgs []message.Message) ([]message.Message, error) {
+	t := p.m.Thread(tenant, id)
+	fresh := msgs
+	if mode == ModeResend {
+		logged, err := t.Messages(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(logged) == 0 {
+			return msgs, nil
+		}
+		have, in := requestUnits(logged), requestUnits(msgs)
+		k := 0
+		for k < len(have) && k < len(in) && have[k].h == in[k].h {
+			k++
+		}
+		if k < len(have) {
+			return msgs, nil
+		}
+		fresh = nil
+		if k < len(in) {
+			fresh = msgs[in[k-1].last+1:]
+		}
+	}
+	var cur []message.Message
+	err := t.Inspect(ctx, func(st *window.State) error {
+		w, err := st.Build(window.Request{})
+		if err != nil {
+			return err
+		}
+		cur = w.Messages
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]message.Message, 0, len(cur)+len(fresh))
+	return append(append(out, cur...), fresh...), nil
+}
