@@ -17,7 +17,7 @@ import (
 	"github.com/mnemehq/mneme/internal/fakellm"
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/memory"
+	"github.com/mnemehq/mneme/store/inmem"
 )
 
 // anthropicRig is the proxy on loopback with a strict fakellm upstream and
@@ -37,7 +37,7 @@ func startAnthropicRig(t *testing.T, budget int, opts ...fakellm.Option) *anthro
 	pol := mneme.DefaultPolicy()
 	pol.BudgetTokens, pol.ReserveOutputTokens = budget, budget/16
 	pol.MinTailTokens, pol.EvictOverTokens = budget/8, budget/4
-	st := memory.New()
+	st := inmem.New()
 	m, err := mneme.Open(context.Background(), mneme.Config{Store: st, Policy: &pol, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/mnemehq/mneme/message"
-	"github.com/mnemehq/mneme/window"
+	"github.com/mnemehq/mneme"
 )
 
 // countTokensPath is Anthropic's token-count route.
@@ -74,7 +73,7 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
 	defer cancel()
-	win, err := p.previewWindow(ctx, tenant, id, mode, msgs)
+	win, err := p.m.Thread(tenant, id).PreviewHistory(ctx, msgs, mneme.HistoryOptions{Window: mneme.WindowOptions{Tools: splitArray(req.get("tools"))}, Append: mode == ModeAppend})
 	if err != nil {
 		p.engineError(w, api, err)
 		return
@@ -95,48 +94,4 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set(HeaderThread, id)
 	passThrough(w, resp)
-}
-
-// previewWindow returns the messages a model call with msgs would be sent
-// for thread id, appending nothing: the thread's current window followed
-// by what msgs add to the log. A history that differs from the log (it
-// would fork) or a thread with no log yet gives msgs as they are.
-func (p *Proxy) previewWindow(ctx context.Context, tenant, id, mode string, msgs []message.Message) ([]message.Message, error) {
-	t := p.m.Thread(tenant, id)
-	fresh := msgs
-	if mode == ModeResend {
-		logged, err := t.Messages(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if len(logged) == 0 {
-			return msgs, nil
-		}
-		have, in := requestUnits(logged), requestUnits(msgs)
-		k := 0
-		for k < len(have) && k < len(in) && have[k].h == in[k].h {
-			k++
-		}
-		if k < len(have) {
-			return msgs, nil
-		}
-		fresh = nil
-		if k < len(in) {
-			fresh = msgs[in[k-1].last+1:]
-		}
-	}
-	var cur []message.Message
-	err := t.Inspect(ctx, func(st *window.State) error {
-		w, err := st.Build(window.Request{})
-		if err != nil {
-			return err
-		}
-		cur = w.Messages
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]message.Message, 0, len(cur)+len(fresh))
-	return append(append(out, cur...), fresh...), nil
 }

@@ -1,0 +1,68 @@
+package mneme
+
+import (
+	"context"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+)
+
+// PreviewHistory returns the messages of the window a model call with
+// history msgs would get (what AppendHistory would give, before the
+// compaction it may run), appending nothing and writing nothing: the
+// thread's current window followed by what msgs add to the log, under the
+// request's system prompt. A history the log does not continue (it would
+// start a branch or re-run a prefix), or a thread with no log yet, gives
+// msgs as they are. It answers token-count requests for the window rather
+// than for the client's whole history.
+func (t *Thread) PreviewHistory(ctx context.Context, msgs []message.Message, o HistoryOptions) ([]message.Message, error) {
+	if err := validate(msgs); err != nil {
+		return nil, err
+	}
+	if err := store.CheckScope(t.tenant, t.id); err != nil {
+		return nil, err
+	}
+	ts, err := t.lockWarm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.m.unlock(ts)
+	if ts.st.LastSeq() == 0 {
+		return msgs, nil
+	}
+	fresh, sys := msgs, []message.Message(nil)
+	if !o.Append {
+		req := requestProjection(msgs)
+		have, in := ts.proj.result(), req.units
+		k := 0
+		for k < len(have) && k < len(in) && have[k].h == in[k].h {
+			k++
+		}
+		if k < len(have) {
+			return msgs, nil
+		}
+		switch {
+		case k == 0:
+			fresh = msgs[leadingSystem(msgs):]
+		case k < len(in):
+			fresh = msgs[in[k-1].last+1:]
+		default:
+			fresh = nil
+		}
+		sys = msgs[:leadingSystem(msgs)]
+	}
+	r := t.request(ts, o.Window)
+	delta := t.systemDelta(ts, &r)
+	w, err := ts.st.Build(r)
+	if err != nil {
+		return nil, err
+	}
+	t.applySystem(ts, w, delta)
+	cur := w.Messages
+	if len(sys) > 0 { // the request's own system prompt, as a model call would switch to it
+		drop := leadingSystem(cur)
+		cur = append(append([]message.Message(nil), sys...), cur[drop:]...)
+	}
+	out := make([]message.Message, 0, len(cur)+len(fresh))
+	return append(append(out, cur...), fresh...), nil
+}
