@@ -25,7 +25,7 @@ import (
 type anthropicRig struct {
 	url string
 	llm *fakellm.Server
-	m   *mneme.Manager
+	m   *mneme.Engine
 	st  store.Store
 }
 
@@ -43,7 +43,7 @@ func startAnthropicRig(t *testing.T, budget int, opts ...fakellm.Option) *anthro
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	px, err := proxy.New(proxy.Config{Manager: m, OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL(), Logger: quiet})
+	px, err := proxy.New(proxy.Config{Engine: m, OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
