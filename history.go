@@ -785,28 +785,30 @@ func checkResults(log map[string]uint8, msgs []message.Message) error {
 	seen := map[string]bool{}
 	for i := range msgs {
 		m := &msgs[i]
+		for _, p := range m.Parts {
+			if p.Type != message.ToolResult {
+				continue
+			}
+			if !open[p.ToolCallID] {
+				if s, known := log[p.ToolCallID]; seen[p.ToolCallID] || known && s == callClosed {
+					return fmt.Errorf("%w: messages[%d]: tool call %q is answered already, or was closed by a later message", store.ErrInvalid, i, p.ToolCallID)
+				}
+				return fmt.Errorf("%w: messages[%d]: tool result for %q, which no open call of the thread made", store.ErrInvalid, i, p.ToolCallID)
+			}
+			delete(open, p.ToolCallID)
+		}
 		if !m.IsToolResult() {
 			clear(open)
 		}
 		for _, p := range m.Parts {
-			switch p.Type {
-			case message.ToolCall:
-				if _, dup := log[p.ToolCallID]; dup || seen[p.ToolCallID] {
-					return fmt.Errorf("%w: messages[%d]: tool call id %q is used twice", store.ErrInvalid, i, p.ToolCallID)
-				}
-				seen[p.ToolCallID] = true
-				open[p.ToolCallID] = true
-			case message.ToolResult:
-				if !open[p.ToolCallID] {
-					switch s, known := log[p.ToolCallID]; {
-					case seen[p.ToolCallID] || known && s == callClosed:
-						return fmt.Errorf("%w: messages[%d]: tool call %q is answered already, or was closed by a later message", store.ErrInvalid, i, p.ToolCallID)
-					default:
-						return fmt.Errorf("%w: messages[%d]: tool result for %q, which no open call of the thread made", store.ErrInvalid, i, p.ToolCallID)
-					}
-				}
-				delete(open, p.ToolCallID)
+			if p.Type != message.ToolCall {
+				continue
 			}
+			if _, dup := log[p.ToolCallID]; dup || seen[p.ToolCallID] {
+				return fmt.Errorf("%w: messages[%d]: tool call id %q is used twice", store.ErrInvalid, i, p.ToolCallID)
+			}
+			seen[p.ToolCallID] = true
+			open[p.ToolCallID] = true
 		}
 	}
 	return nil

@@ -60,6 +60,7 @@ type projector struct {
 	sysSet  bool              // a system event replaced leadSys
 
 	calls   map[string]uint8 // tool call id -> callOpen/callClosed (log side only)
+	step    []string         // the calls of the last step, in case still open
 	parent  string           // forked_from of the thread's first note
 	lastSeq int64            // the last seq applied (log side)
 	broken  bool             // an event was skipped: rebuild from the log
@@ -120,19 +121,21 @@ func (u *projector) add(m *message.Message, pos int64) {
 // so does any later message that is not a tool result (the window answers
 // the call with a synthetic result there).
 func (u *projector) track(m *message.Message) {
-	if !m.IsToolResult() {
-		for id, s := range u.calls {
-			if s == callOpen {
-				u.calls[id] = callClosed
-			}
+	for _, p := range m.Parts {
+		if p.Type == message.ToolResult {
+			u.calls[p.ToolCallID] = callClosed
 		}
 	}
+	if !m.IsToolResult() {
+		for _, id := range u.step {
+			u.calls[id] = callClosed
+		}
+		u.step = u.step[:0]
+	}
 	for _, p := range m.Parts {
-		switch p.Type {
-		case message.ToolCall:
+		if p.Type == message.ToolCall {
 			u.calls[p.ToolCallID] = callOpen
-		case message.ToolResult:
-			u.calls[p.ToolCallID] = callClosed
+			u.step = append(u.step, p.ToolCallID)
 		}
 	}
 }

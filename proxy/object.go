@@ -3,7 +3,6 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
-	"strconv"
 )
 
 // object is a request body's top-level JSON object kept as raw field values
@@ -42,12 +41,10 @@ func parseObject(b []byte) (*object, error) {
 			return nil, errNotObject
 		}
 		start, end := i, skipString(b, i)
-		key, err := strconv.Unquote(string(b[i:end]))
-		if err != nil {
-			// JSON escapes strconv does not know (\/): let encoding/json decide.
-			if err := json.Unmarshal(b[i:end], &key); err != nil {
-				return nil, err
-			}
+		// JSON's escapes, not Go's: strconv would read "\x61" as "a".
+		var key string
+		if err := json.Unmarshal(b[i:end], &key); err != nil {
+			return nil, err
 		}
 		i = skipWS(b, end)
 		if i >= len(b) || b[i] != ':' {

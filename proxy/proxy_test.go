@@ -121,3 +121,47 @@ func TestDeriveThreadID(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCheckBody: what checkBody accepts is valid JSON for encoding/json
+// too, and a body it accepts has no object with a member name twice.
+func FuzzCheckBody(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `{"mess\x61ges":[]}`, `{"a":"\u0061","\u0061":1}`, `[{"x":1},{"x":1}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if checkBody(b) != nil {
+			return
+		}
+		if !json.Valid(b) {
+			t.Fatalf("accepted invalid JSON %q", b)
+		}
+		d := json.NewDecoder(strings.NewReader(string(b)))
+		var walk func() bool
+		walk = func() bool {
+			tok, err := d.Token()
+			if err != nil {
+				return false
+			}
+			switch tok {
+			case json.Delim('{'):
+				seen := map[string]bool{}
+				for d.More() {
+					k, _ := d.Token()
+					if seen[k.(string)] {
+						t.Fatalf("accepted a duplicate name %q in %q", k, b)
+					}
+					seen[k.(string)] = true
+					walk()
+				}
+				d.Token()
+			case json.Delim('['):
+				for d.More() {
+					walk()
+				}
+				d.Token()
+			}
+			return true
+		}
+		walk()
+	})
+}

@@ -1,9 +1,14 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mnemehq/mneme/message"
 )
@@ -30,13 +35,30 @@ var (
 
 // checkBody checks the body's bytes: valid UTF-8 (JSON text must be; a
 // decoder would silently replace what is not, and the log would keep
-// something the client never sent) and a sane nesting depth.
+// something the client never sent), a sane nesting depth, and JSON text as
+// RFC 8259 spells it with no member name twice in one object, at any depth
+// (RFC 7493). Parsers disagree on duplicates (the proxy would read the
+// first "messages", the upstream the last) and on escapes JSON does not
+// have ("mess\x61ges"): what the upstream reads must be what was logged.
 func checkBody(body []byte) error {
 	if !utf8.Valid(body) {
 		return errInvalidUTF8
 	}
 	if nestingDepth(body) > MaxNesting {
 		return errTooDeep
+	}
+	return checkJSON(body)
+}
+
+// checkJSON checks that body is one strict JSON value (duplicate names
+// refused) and nothing after it.
+func checkJSON(body []byte) error {
+	d := jsontext.NewDecoder(bytes.NewReader(body))
+	if _, err := d.ReadValue(); err != nil {
+		return fmt.Errorf("the request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "jsontext: "))
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return errors.New("the request body is not valid JSON: data after the top-level value")
 	}
 	return nil
 }
@@ -100,10 +122,12 @@ func isInteger(v []byte) bool {
 }
 
 // checkConversation checks the tool pairing rules both APIs enforce: every
-// tool call has an id, no id is used twice, every result names a call and
-// answers it once. In resend mode the request holds the whole history, so
-// a result must answer a call earlier in the request; in append mode the
-// call may be in the log already.
+// tool call has an id, no id is used twice, every result answers a call of
+// the step just before it, once. A call is closed by the next message that
+// is not only tool results (the window gives it a synthetic result there),
+// so a result after that is late. In resend mode the request holds the
+// whole history, so every result must answer a call in it; in append mode
+// the call may be in the log already, and the engine checks it there.
 func checkConversation(msgs []message.Message, mode string, api API) error {
 	conversation := 0
 	for i := range msgs {
@@ -114,31 +138,46 @@ func checkConversation(msgs []message.Message, mode string, api API) error {
 	if len(msgs) == 0 || api == Anthropic && conversation == 0 {
 		return errNoMessage
 	}
-	calls := map[string]bool{} // id -> answered
+	seen := map[string]bool{} // every call id, and whether it was answered
+	open := map[string]bool{} // calls a result may answer now
+	closed := false           // a step closed since the request began (append mode)
 	for i := range msgs {
-		for _, p := range msgs[i].Parts {
-			switch p.Type {
-			case message.ToolCall:
-				if p.ToolCallID == "" {
-					return fmt.Errorf("messages[%d]: a tool call without an id", i)
-				}
-				if _, dup := calls[p.ToolCallID]; dup {
-					return fmt.Errorf("messages[%d]: tool call id %q is used twice", i, p.ToolCallID)
-				}
-				calls[p.ToolCallID] = false
-			case message.ToolResult:
-				if p.ToolCallID == "" {
-					return fmt.Errorf("messages[%d]: a tool result without a call id", i)
-				}
-				answered, known := calls[p.ToolCallID]
-				switch {
-				case answered:
-					return fmt.Errorf("messages[%d]: tool call %q is answered twice", i, p.ToolCallID)
-				case !known && mode == ModeResend:
-					return fmt.Errorf("messages[%d]: tool result for %q, which no earlier message calls", i, p.ToolCallID)
-				}
-				calls[p.ToolCallID] = true
+		m := &msgs[i]
+		for _, p := range m.Parts {
+			if p.Type != message.ToolResult {
+				continue
 			}
+			if p.ToolCallID == "" {
+				return fmt.Errorf("messages[%d]: a tool result without a call id", i)
+			}
+			answered, known := seen[p.ToolCallID]
+			switch {
+			case answered:
+				return fmt.Errorf("messages[%d]: tool call %q is answered twice", i, p.ToolCallID)
+			case known && !open[p.ToolCallID]:
+				return fmt.Errorf("messages[%d]: tool result for %q comes after a later message closed that call", i, p.ToolCallID)
+			case !known && (mode == ModeResend || closed):
+				return fmt.Errorf("messages[%d]: tool result for %q, which no earlier message calls", i, p.ToolCallID)
+			}
+			seen[p.ToolCallID] = true
+			delete(open, p.ToolCallID)
+		}
+		if !m.IsToolResult() {
+			clear(open)
+			closed = true
+		}
+		for _, p := range m.Parts {
+			if p.Type != message.ToolCall {
+				continue
+			}
+			if p.ToolCallID == "" {
+				return fmt.Errorf("messages[%d]: a tool call without an id", i)
+			}
+			if _, dup := seen[p.ToolCallID]; dup {
+				return fmt.Errorf("messages[%d]: tool call id %q is used twice", i, p.ToolCallID)
+			}
+			seen[p.ToolCallID] = false
+			open[p.ToolCallID] = true
 		}
 	}
 	return nil

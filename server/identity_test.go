@@ -1,0 +1,190 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mnemehq/mneme/internal/fakellm"
+	"github.com/mnemehq/mneme/proxy"
+	"github.com/mnemehq/mneme/store"
+)
+
+// logBytes is every event of every thread of tenant, as JSON: a refused
+// request must leave it byte for byte as it was.
+func (r *rig) logBytes(t testing.TB, tenant string) string {
+	t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	p := store.Page{Limit: 1000}
+	for {
+		infos, next, err := r.st.Threads(ctx, tenant, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range infos {
+			evs, err := r.st.Load(ctx, tenant, in.ID, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, _ := json.Marshal(evs)
+			b.WriteString(in.ID + " " + string(j) + "\n")
+		}
+		if next == "" {
+			return b.String()
+		}
+		p.Cursor = next
+	}
+}
+
+func oaCallJSON(id string) string {
+	return `{"id":"` + id + `","type":"function","function":{"name":"grep","arguments":"{}"}}`
+}
+
+// TestRefusedBeforeTheLog: each hole of issue 15 item 6 is a 400 in the
+// API's shape, never forwarded, and the log is byte-identical after it.
+func TestRefusedBeforeTheLog(t *testing.T) {
+	r := startRig(t, rigOpts{backend: "sqlite", budget: 16000})
+	oa, an := "/v1/chat/completions", "/v1/messages"
+	seed := func(thread string, body string, mode string) {
+		t.Helper()
+		hdr := []string{proxy.HeaderThread, thread}
+		if mode != "" {
+			hdr = append(hdr, proxy.HeaderMode, mode)
+		}
+		if status, _, b := r.do(t, "POST", oa, "", body, hdr...); status != 200 {
+			t.Fatalf("seed %s: %d %s", thread, status, b)
+		}
+	}
+	// A thread in append mode with a call answered (c1) and one closed by
+	// a later message with a synthetic result (c2).
+	seed("app", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"go"},{"role":"assistant","tool_calls":[`+oaCallJSON("c1")+`]},{"role":"tool","tool_call_id":"c1","content":"r1"}]}`, proxy.ModeAppend)
+	seed("app", `{"model":"gpt-4o-mini","messages":[{"role":"assistant","tool_calls":[`+oaCallJSON("c2")+`]},{"role":"user","content":"never mind"}]}`, proxy.ModeAppend)
+	seed("res", chatBody("user", "hi"), "")
+	big := strings.Repeat("lorem ipsum dolor sit amet ", 60000) // ≈300k tokens
+	msg := `{"role":"user","content":"hi"}`
+	tests := []struct {
+		name, path, thread, mode, body string
+	}{
+		{"duplicate messages", oa, "res", "", `{"model":"gpt-4o-mini","messages":[` + msg + `],"messages":[{"role":"user","content":"smuggled"}]}`},
+		{"duplicate model", oa, "res", "", `{"model":"gpt-4o-mini","messages":[` + msg + `],"model":"gpt-4o"}`},
+		{"duplicate key in a message", oa, "res", "", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi","content":"smuggled"}]}`},
+		{"duplicate key deep in a tool schema", oa, "res", "", `{"model":"gpt-4o-mini","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","type":"array"}}}],"messages":[` + msg + `]}`},
+		{"duplicate by escape", oa, "res", "", `{"model":"gpt-4o-mini","messages":[` + msg + `],"m\u0065ssages":[]}`},
+		{"anthropic duplicate messages", an, "res-an", "", `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[` + msg + `],"messages":[` + msg + `]}`},
+		{"anthropic duplicate system", an, "res-an", "", `{"model":"claude-sonnet-4-5","max_tokens":10,"system":"a","system":"b","messages":[` + msg + `]}`},
+		{"escape JSON does not have", oa, "res", "", `{"model":"gpt-4o-mini","mess\x61ges":[` + msg + `]}`},
+		{"escape in a value", oa, "res", "", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"\x41"}]}`},
+		{"append: second result", oa, "app", proxy.ModeAppend, `{"model":"gpt-4o-mini","messages":[{"role":"tool","tool_call_id":"c1","content":"again"}]}`},
+		{"append: late result after a synthetic one", oa, "app", proxy.ModeAppend, `{"model":"gpt-4o-mini","messages":[{"role":"tool","tool_call_id":"c2","content":"late"}]}`},
+		{"append: orphan result", oa, "app", proxy.ModeAppend, `{"model":"gpt-4o-mini","messages":[{"role":"tool","tool_call_id":"nope","content":"r"}]}`},
+		{"append: duplicate call id", oa, "app", proxy.ModeAppend, `{"model":"gpt-4o-mini","messages":[{"role":"assistant","tool_calls":[` + oaCallJSON("c1") + `]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`},
+		{"resend: result after the call was closed", oa, "res", "", `{"model":"gpt-4o-mini","messages":[` + msg + `,{"role":"assistant","tool_calls":[` + oaCallJSON("c7") + `]},{"role":"user","content":"other"},{"role":"tool","tool_call_id":"c7","content":"late"}]}`},
+		{"budget: a 300k-token first message", oa, "big", "", chatBody("user", big)},
+		{"budget: a 300k-token message on a thread", oa, "res", "", chatBody("user", "hi", "assistant", "ok: hi", "user", big)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before, calls := r.logBytes(t, "default"), len(r.llm.Requests())
+			hdr := []string{proxy.HeaderThread, tc.thread}
+			if tc.mode != "" {
+				hdr = append(hdr, proxy.HeaderMode, tc.mode)
+			}
+			status, _, body := r.do(t, "POST", tc.path, "", tc.body, hdr...)
+			if status != http.StatusBadRequest {
+				t.Errorf("status %d, want 400: %.300s", status, body)
+			}
+			checkErrorShape(t, tc.path, body)
+			if n := len(r.llm.Requests()); n != calls {
+				t.Errorf("forwarded upstream (%d calls, want %d)", n, calls)
+			}
+			if after := r.logBytes(t, "default"); after != before {
+				t.Errorf("the log changed:\n%s\nthen\n%s", before, after)
+			}
+		})
+	}
+	// The thread is still served after every refusal.
+	if status, _, b := r.do(t, "POST", oa, "", chatBody("user", "hi", "assistant", "ok: hi", "user", "next"), proxy.HeaderThread, "res"); status != 200 {
+		t.Errorf("after the refusals: %d %s", status, b)
+	}
+}
+
+// TestDeleteRacingRequests: 50 divergent requests on one thread with a
+// DELETE in the middle: no 5xx, and no thread holds half a conversation (a
+// reply whose request was deleted); a request after the DELETE begins the
+// thread from its own history.
+func TestDeleteRacingRequests(t *testing.T) {
+	gate, arrived := make(chan struct{}), make(chan struct{}, 64)
+	r := startRig(t, rigOpts{backend: "sqlite", llmOpts: []fakellm.Option{fakellm.WithHandler(func(q fakellm.Request) fakellm.Reply {
+		if strings.HasPrefix(q.LastUserText, "U2-") {
+			arrived <- struct{}{}
+			<-gate // every request is in flight when the DELETE comes
+		}
+		return fakellm.Reply{Text: "ok: " + q.LastUserText}
+	})}})
+	base := []string{"user", "U1", "assistant", "ok: U1"}
+	if status, _, b := r.do(t, "POST", "/v1/chat/completions", "", chatBody(base[:2]...), proxy.HeaderThread, "race"); status != 200 {
+		t.Fatalf("seed: %d %s", status, b)
+	}
+	var wg sync.WaitGroup
+	statuses := make([]int, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := chatBody(append(base[:4:4], "user", fmt.Sprintf("U2-%d", i))...)
+			statuses[i], _, _ = r.do(t, "POST", "/v1/chat/completions", "", body, proxy.HeaderThread, "race")
+		}()
+	}
+	for range 50 {
+		<-arrived // logged and upstream
+	}
+	if status, _, b := r.do(t, "DELETE", "/api/threads/race", "", ""); status >= 300 {
+		t.Fatalf("delete: %d %s", status, b)
+	}
+	close(gate)
+	wg.Wait()
+	for i, s := range statuses {
+		if s != 200 {
+			t.Errorf("request %d: %d", i, s)
+		}
+	}
+	if got := r.messagesOf(t, "default", "race"); len(got) != 0 {
+		t.Errorf("the deleted thread came back: %q", summary(got))
+	}
+	// Every branch left holds whole conversations: each reply follows
+	// the user message it answers.
+	checkWhole(t, r)
+	// After the DELETE a request begins the thread from its own history.
+	hist := append(base[:4:4], "user", "after")
+	if status, _, b := r.do(t, "POST", "/v1/chat/completions", "", chatBody(hist...), proxy.HeaderThread, "race"); status != 200 {
+		t.Fatalf("after: %d %s", status, b)
+	}
+	equalLines(t, "thread after the delete", summary(r.messagesOf(t, "default", "race")), []string{"user:U1", "assistant:ok: U1", "user:after", "assistant:ok: after"})
+}
+
+// checkWhole checks that in every thread every assistant text reply
+// "ok: X" comes right after the user message X.
+func checkWhole(t *testing.T, r *rig) {
+	t.Helper()
+	infos, _, err := r.st.Threads(context.Background(), "default", store.Page{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		lines := summary(r.messagesOf(t, "default", in.ID))
+		if len(lines) == 0 || !strings.HasPrefix(lines[0], "user:") {
+			t.Errorf("%s starts with %q", in.ID, lines)
+			continue
+		}
+		for i, l := range lines {
+			if rest, ok := strings.CutPrefix(l, "assistant:ok: "); ok && (i == 0 || lines[i-1] != "user:"+rest) {
+				t.Errorf("%s: reply %q does not follow its request: %q", in.ID, l, lines)
+			}
+		}
+	}
+}
