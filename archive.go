@@ -19,7 +19,7 @@ import (
 // configured and the store keeps vectors, starts the indexer under the
 // Engine's background context (Close waits for it).
 func (m *Engine) startRecall() {
-	vs, _ := m.store.(store.Vectors)
+	vs, _ := store.As[store.Vectors](m.store)
 	m.recall = &recall.Recall{Store: m.store, Logger: m.log}
 	if m.cfg.Embedder != nil && vs != nil {
 		m.recall.Vectors, m.recall.Embedder = vs, m.cfg.Embedder

@@ -37,7 +37,7 @@ func (m *Engine) leaseTTL() time.Duration {
 // lease takes the named lease on the thread. ok is true when this manager
 // holds it (or the store has no leases); release gives it back.
 func (t *Thread) lease(ctx context.Context, name string) (release func(), ok bool) {
-	l, is := t.m.store.(store.Leaser)
+	l, is := store.As[store.Leaser](t.m.store)
 	if !is {
 		return func() {}, true
 	}

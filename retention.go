@@ -80,7 +80,7 @@ func (t *Thread) deleteIfIdleSince(ctx context.Context, cutoff time.Time) (bool,
 // SweepRetention deletes, for every tenant of the store, the threads idle
 // for longer than maxAge; it returns how many it deleted.
 func (m *Engine) SweepRetention(ctx context.Context, maxAge time.Duration) (int, error) {
-	tl, ok := m.store.(store.TenantLister)
+	tl, ok := store.As[store.TenantLister](m.store)
 	if !ok {
 		return 0, ErrNoTenantList
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/mnemehq/mneme/window"
 )
 
-// TestStoreKeepsOptionalInterfaces: the timing wrapper hides none of the
-// optional interfaces a backend has, and adds none it lacks.
+// TestStoreKeepsOptionalInterfaces: through the timing wrapper, store.As
+// finds every optional interface a backend has, and none it lacks.
 func TestStoreKeepsOptionalInterfaces(t *testing.T) {
 	sq, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "m.db"))
 	if err != nil {
@@ -35,9 +35,10 @@ func TestStoreKeepsOptionalInterfaces(t *testing.T) {
 				iface    string
 				has, got bool
 			}{
-				{"Leaser", is[store.Leaser](tc.st), is[store.Leaser](w)},
-				{"Vectors", is[store.Vectors](tc.st), is[store.Vectors](w)},
-				{"TenantLister", is[store.TenantLister](tc.st), is[store.TenantLister](w)},
+				{"Leaser", is[store.Leaser](tc.st), as[store.Leaser](w)},
+				{"Vectors", is[store.Vectors](tc.st), as[store.Vectors](w)},
+				{"TenantLister", is[store.TenantLister](tc.st), as[store.TenantLister](w)},
+				{"Purger", is[store.Purger](tc.st), as[store.Purger](w)},
 			} {
 				if c.has != c.got {
 					t.Errorf("%s: backend %v, wrapped %v", c.iface, c.has, c.got)
@@ -48,6 +49,8 @@ func TestStoreKeepsOptionalInterfaces(t *testing.T) {
 }
 
 func is[T any](v any) bool { _, ok := v.(T); return ok }
+
+func as[T any](st store.Store) bool { _, ok := store.As[T](st); return ok }
 
 // TestStoreTimesCalls: each call lands in its op and outcome.
 func TestStoreTimesCalls(t *testing.T) {

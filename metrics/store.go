@@ -9,58 +9,12 @@ import (
 )
 
 // Store wraps st so that every call of the store.Store interface is timed
-// into mneme_store_operation_duration_seconds. The optional interfaces st
-// implements (store.Leaser, store.Vectors, store.TenantLister) stay
-// visible to type assertions on the result, untimed; those it does not
-// implement stay absent.
+// into mneme_store_operation_duration_seconds. The optional interfaces of
+// st (store.Leaser, store.Vectors, store.TenantLister, store.Purger, ...)
+// are found through the wrapper with store.As, untimed; a plain type
+// assertion on the result sees store.Store alone.
 func (m *Metrics) Store(st store.Store) store.Store {
-	t := &timedStore{Store: st, m: m}
-	l, isL := st.(store.Leaser)
-	v, isV := st.(store.Vectors)
-	tl, isT := st.(store.TenantLister)
-	switch {
-	case isL && isV && isT:
-		return struct {
-			*timedStore
-			store.Leaser
-			store.Vectors
-			store.TenantLister
-		}{t, l, v, tl}
-	case isL && isV:
-		return struct {
-			*timedStore
-			store.Leaser
-			store.Vectors
-		}{t, l, v}
-	case isL && isT:
-		return struct {
-			*timedStore
-			store.Leaser
-			store.TenantLister
-		}{t, l, tl}
-	case isV && isT:
-		return struct {
-			*timedStore
-			store.Vectors
-			store.TenantLister
-		}{t, v, tl}
-	case isL:
-		return struct {
-			*timedStore
-			store.Leaser
-		}{t, l}
-	case isV:
-		return struct {
-			*timedStore
-			store.Vectors
-		}{t, v}
-	case isT:
-		return struct {
-			*timedStore
-			store.TenantLister
-		}{t, tl}
-	}
-	return t
+	return &timedStore{Store: st, m: m}
 }
 
 // timedStore times every method of store.Store.
@@ -69,8 +23,8 @@ type timedStore struct {
 	m *Metrics
 }
 
-// Unwrap implements store.Unwrapper: the optional interfaces this wrapper
-// does not list (store.Purger) are found on the wrapped store.
+// Unwrap implements store.Unwrapper: store.As finds the optional
+// interfaces on the wrapped store.
 func (s *timedStore) Unwrap() store.Store { return s.Store }
 
 func (s *timedStore) observe(op string, start time.Time, err error) {

@@ -54,7 +54,7 @@ func (r *Recall) vectors() store.Vectors {
 	if r.Vectors != nil {
 		return r.Vectors
 	}
-	if v, ok := r.Store.(store.Vectors); ok {
+	if v, ok := store.As[store.Vectors](r.Store); ok {
 		return v
 	}
 	return nil

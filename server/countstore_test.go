@@ -23,7 +23,7 @@ type countingStore struct {
 }
 
 func newCountingStore(st store.Store) *countingStore {
-	v, _ := st.(store.Vectors)
+	v, _ := store.As[store.Vectors](st)
 	return &countingStore{Store: st, vectors: v, calls: map[string]int{}}
 }
 

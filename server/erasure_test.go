@@ -162,7 +162,7 @@ func TestErasure(t *testing.T) {
 				t.Fatal("the payload is not found before the delete: the test would prove nothing")
 			}
 			var vectors int
-			if vs, ok := r.st.(store.Vectors); ok {
+			if vs, ok := store.As[store.Vectors](r.st); ok {
 				_ = vs
 				vectors = countVectors(t, r, "doomed")
 				if vectors == 0 {
@@ -227,7 +227,7 @@ func TestErasure(t *testing.T) {
 // nearest-neighbour search of every vector the thread could have.
 func countVectors(t *testing.T, r *rig, thread string) int {
 	t.Helper()
-	vs, ok := r.st.(store.Vectors)
+	vs, ok := store.As[store.Vectors](r.st)
 	if !ok {
 		t.Fatalf("%s keeps no vectors", r.backend)
 	}

@@ -56,7 +56,7 @@ a target thread that differs from the source is an error.`,
 			defer dst.Close()
 			tenants := []string{tenant}
 			if all {
-				tl, ok := src.(store.TenantLister)
+				tl, ok := store.As[store.TenantLister](src)
 				if !ok {
 					return fmt.Errorf("the --from store cannot list its tenants: use --tenant")
 				}

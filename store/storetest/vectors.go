@@ -36,7 +36,7 @@ func RunVectors(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
 			t.Cleanup(func() { s.Close() })
-			v, ok := s.(store.Vectors)
+			v, ok := store.As[store.Vectors](s)
 			if !ok {
 				t.Fatalf("%T does not implement store.Vectors", s)
 			}
