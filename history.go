@@ -69,8 +69,15 @@ type Turn struct {
 	ts     *threadState // its state (the parent's while a re-run), pinned until Close
 	gen    uint64       // ts.gen when the turn began
 	closed bool
-	parent string // the branch's parent, when the request went through a fork
-	opts   WindowOptions
+	parent string
+	// at is the log's last seq after the turn's own writes; hist the
+	// history it compared (resend mode). A reply finding the log moved
+	// past at (a concurrent request of the same history answered first)
+	// is placed as a re-run's is, so no reply lands after another.
+	at    int64
+	hist  []message.Message
+	extra []message.Message // what Continue appended // the branch's parent, when the request went through a fork
+	opts  WindowOptions
 
 	// Appended are the events the request added to the log.
 	Appended []store.Event
@@ -95,6 +102,7 @@ type rerun struct {
 	system  *[]message.Message
 	ps      *threadState // private state, never written to the store
 	extra   []message.Message
+	logged  bool // extra is in copies already (a landed turn placed late)
 }
 
 // Thread returns the id of the thread the turn writes to (the parent's,
@@ -194,7 +202,7 @@ func (t *Thread) AppendHistory(ctx context.Context, msgs []message.Message, o Hi
 			if err != nil {
 				return nil, err
 			}
-			x.parent = parent
+			x.parent, x.hist = parent, msgs
 			return x, nil
 		}
 		if k < len(in) {
@@ -345,7 +353,7 @@ func (t *Thread) land(ctx context.Context, ts *threadState, fresh []message.Mess
 		w.Usage.Step = true // the prefix changed
 	}
 	t.m.pinAgain(ts) // the turn holds it until Close
-	return &Turn{m: t.m, tenant: t.tenant, branch: t.id, ts: ts, gen: ts.gen, opts: opts, Appended: stored, Window: w, SystemChanged: sys != nil}, nil
+	return &Turn{m: t.m, tenant: t.tenant, branch: t.id, ts: ts, gen: ts.gen, at: ts.st.LastSeq(), opts: opts, Appended: stored, Window: w, SystemChanged: sys != nil}, nil
 }
 
 // checkFits refuses, before anything is logged, a request that cannot fit
@@ -610,6 +618,8 @@ func (x *Turn) Continue(ctx context.Context, msgs []message.Message) (*window.Wi
 		return nil, x.deleted(ts, err)
 	}
 	x.Appended = append(x.Appended, stored...)
+	x.extra = append(x.extra, msgs...)
+	x.at = ts.st.LastSeq()
 	w, err := t.windowLocked(ctx, ts, x.opts, false, true)
 	if err == nil {
 		x.Window = w
@@ -669,9 +679,32 @@ func (x *Turn) Record(ctx context.Context, msgs ...message.Message) ([]store.Eve
 	if err != nil {
 		return nil, err
 	}
-	defer ts.mu.Unlock()
-	stored, err := x.m.Thread(x.tenant, x.branch).appendLocked(ctx, ts, msgs, false)
-	return stored, x.deleted(ts, err)
+	t := x.m.Thread(x.tenant, x.branch)
+	moved := x.hist != nil && ts.st.LastSeq() != x.at
+	var stored []store.Event
+	if !moved {
+		stored, err = t.appendLocked(ctx, ts, msgs, x.hist != nil)
+		moved = errors.Is(err, store.ErrConflict)
+	}
+	if !moved {
+		err = x.deleted(ts, err)
+		ts.mu.Unlock()
+		return stored, err
+	}
+	ts.mu.Unlock()
+	// Another request of the same history was answered first.
+	copies, err := t.prefixEvents(ctx, x.at)
+	if err != nil {
+		if errors.Is(err, errParentGone) {
+			return nil, ErrDeleted
+		}
+		return nil, err
+	}
+	x.re = &rerun{parent: t, through: x.at, hist: x.hist, copies: copies, logged: true}
+	pre := requestProjection(x.hist)
+	x.re.prefix = pre.units
+	x.re.extra = x.extra
+	return x.recordRerun(ctx, msgs)
 }
 
 var endUnit = unit{h: sum([]byte("end"))}
@@ -721,7 +754,10 @@ func (x *Turn) recordRerun(ctx context.Context, msgs []message.Message) ([]store
 		b, _ := json.Marshal(historyNote{System: re.system})
 		evs = append(evs, store.Event{Kind: store.KindNote, Data: b})
 	}
-	evs = append(evs, child.messageEvents(cs, append(append([]message.Message(nil), re.extra...), msgs...))...)
+	if !re.logged {
+		msgs = append(append([]message.Message(nil), re.extra...), msgs...)
+	}
+	evs = append(evs, child.messageEvents(cs, msgs)...)
 	stored, err := child.appendEvents(ctx, cs, evs, func() ([]store.Event, error) { return nil, nil })
 	if err != nil {
 		return nil, err

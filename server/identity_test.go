@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mnemehq/mneme/internal/fakellm"
@@ -186,5 +187,193 @@ func checkWhole(t *testing.T, r *rig) {
 				t.Errorf("%s: reply %q does not follow its request: %q", in.ID, l, lines)
 			}
 		}
+	}
+}
+
+// threadsOf returns every thread id of the default tenant.
+func (r *rig) threadsOf(t testing.TB) []string {
+	t.Helper()
+	var ids []string
+	p := store.Page{Limit: 1000}
+	for {
+		infos, next, err := r.st.Threads(context.Background(), "default", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range infos {
+			ids = append(ids, in.ID)
+		}
+		if next == "" {
+			return ids
+		}
+		p.Cursor = next
+	}
+}
+
+// parallel runs n requests on 8 clients and fails on any status but 200.
+func parallel(t *testing.T, n int, req func(i int) (int, []byte)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	bad := 0
+	next := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if status, b := req(i); status != 200 {
+					mu.Lock()
+					if bad++; bad < 5 {
+						t.Errorf("request %d: %d %.300s", i, status, b)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if bad > 0 {
+		t.Fatalf("%d of %d requests not 200", bad, n)
+	}
+}
+
+// TestIdentityAtScale: what broke thread identity (issue 15 items 1-3),
+// at the issue's scale, through `mneme serve`: every request 200, and the
+// threads and logs as expected.
+func TestIdentityAtScale(t *testing.T) {
+	oa := "/v1/chat/completions"
+	t.Run("10000 re-runs of one prompt", func(t *testing.T) {
+		var n atomic.Int64
+		r := startRig(t, rigOpts{llmOpts: []fakellm.Option{fakellm.WithHandler(func(q fakellm.Request) fakellm.Reply {
+			return fakellm.Reply{Text: fmt.Sprintf("report variant %d", n.Add(1)%7)}
+		})}})
+		body := chatBody("system", "You write the daily report.", "user", "daily report")
+		parallel(t, 10000, func(int) (int, []byte) {
+			s, _, b := r.do(t, "POST", oa, "", body)
+			return s, b
+		})
+		ids := r.threadsOf(t)
+		if len(ids) != 7 { // one thread, and a branch for each other reply
+			t.Fatalf("%d threads, want 7: %q", len(ids), ids)
+		}
+		seen := map[string]bool{}
+		for _, id := range ids {
+			got := summary(r.messagesOf(t, "default", id))
+			if len(got) != 3 || got[0] != "system:You write the daily report." || got[1] != "user:daily report" || seen[got[2]] {
+				t.Errorf("%s: %q", id, got)
+			}
+			seen[got[2]] = true
+		}
+	})
+	t.Run("1000 branches from one point", func(t *testing.T) {
+		r := startRig(t, rigOpts{})
+		if s, _, b := r.do(t, "POST", oa, "", chatBody("user", "U1"), proxy.HeaderThread, "chat"); s != 200 {
+			t.Fatalf("%d %s", s, b)
+		}
+		parents := make([]string, 1000)
+		parallel(t, 1000, func(i int) (int, []byte) {
+			s, h, b := r.do(t, "POST", oa, "", chatBody("user", "U1", "assistant", "ok: U1", "user", fmt.Sprintf("edit %d", i)), proxy.HeaderThread, "chat")
+			parents[i] = h.Get(proxy.HeaderForkedFrom)
+			return s, b
+		})
+		ids := r.threadsOf(t)
+		if len(ids) != 1000 {
+			t.Fatalf("%d threads, want 1000 (the thread and 999 branches)", len(ids))
+		}
+		for _, id := range ids {
+			if id != "chat" && (!strings.HasPrefix(id, "chat~") || strings.Count(id, "~") != 1) {
+				t.Errorf("%s is not a child of chat", id)
+			}
+			got := summary(r.messagesOf(t, "default", id))
+			if len(got) != 4 || got[0] != "user:U1" || got[1] != "assistant:ok: U1" || got[3] != "assistant:ok: "+strings.TrimPrefix(got[2], "user:") {
+				t.Errorf("%s: %q", id, got)
+			}
+		}
+		forked := 0
+		for _, p := range parents {
+			if p == "chat" {
+				forked++
+			} else if p != "" {
+				t.Errorf("forked from %q, want the real parent chat", p)
+			}
+		}
+		if forked != 999 {
+			t.Errorf("%d requests forked, want 999", forked)
+		}
+	})
+	t.Run("50 concurrent divergent requests", func(t *testing.T) {
+		r := startRig(t, rigOpts{})
+		if s, _, b := r.do(t, "POST", oa, "", chatBody("user", "U1"), proxy.HeaderThread, "one"); s != 200 {
+			t.Fatalf("%d %s", s, b)
+		}
+		var wg sync.WaitGroup
+		status := make([]int, 50)
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				status[i], _, _ = r.do(t, "POST", oa, "", chatBody("user", "U1", "assistant", "ok: U1", "user", fmt.Sprintf("mine %d", i)), proxy.HeaderThread, "one")
+			}()
+		}
+		wg.Wait()
+		for i, s := range status {
+			if s != 200 {
+				t.Errorf("request %d: %d", i, s)
+			}
+		}
+		if ids := r.threadsOf(t); len(ids) != 50 {
+			t.Errorf("%d threads, want 50", len(ids))
+		}
+		checkWhole(t, r)
+	})
+	for _, named := range []bool{true, false} {
+		t.Run(fmt.Sprintf("200 calls with a changing system prompt, header %v", named), func(t *testing.T) {
+			r := startRig(t, rigOpts{})
+			hist := []string{"user", "goal"}
+			var hdr []string
+			if named {
+				hdr = []string{proxy.HeaderThread, "agent"}
+			}
+			var thread string
+			for i := range 200 {
+				body := chatBody(append([]string{"system", fmt.Sprintf("It is step %d.", i)}, hist...)...)
+				s, h, b := r.do(t, "POST", oa, "", body, hdr...)
+				if s != 200 {
+					t.Fatalf("call %d: %d %s", i, s, b)
+				}
+				if thread == "" {
+					thread = h.Get(proxy.HeaderThread)
+				}
+				if h.Get(proxy.HeaderThread) != thread || h.Get(proxy.HeaderForkedFrom) != "" {
+					t.Fatalf("call %d went to %s (forked from %q)", i, h.Get(proxy.HeaderThread), h.Get(proxy.HeaderForkedFrom))
+				}
+				var up struct {
+					Messages []struct{ Role, Content string }
+				}
+				_ = json.Unmarshal(r.llm.Requests()[i].Body, &up)
+				var sys []string
+				for _, m := range up.Messages {
+					if m.Role == "system" {
+						sys = append(sys, m.Content)
+					}
+				}
+				if len(sys) != 1 || sys[0] != fmt.Sprintf("It is step %d.", i) || up.Messages[0].Role != "system" {
+					t.Fatalf("call %d: the model saw the system prompts %q", i, sys)
+				}
+				hist = append(hist, "assistant", replyText(b), "user", fmt.Sprintf("next %d", i))
+			}
+			if ids := r.threadsOf(t); len(ids) != 1 {
+				t.Fatalf("threads %q", ids)
+			}
+			got := summary(r.messagesOf(t, "default", thread))
+			if len(got) != 1+1+2*200-1 || got[0] != "system:It is step 0." {
+				t.Errorf("%d messages: %q...", len(got), got[:3])
+			}
+		})
 	}
 }
