@@ -30,10 +30,6 @@ type anthropicRequest struct {
 // maxCacheControl is how many blocks of one request may carry cache_control.
 const maxCacheControl = 4
 
-// midSystemBeta is the beta that lets a Messages request carry system
-// messages among its messages.
-const midSystemBeta = "mid-conversation-system"
-
 // signKey signs the thinking this process hands out, so that a thinking or
 // redacted_thinking block sent back altered (or never issued) is caught, as
 // the real API catches it.
@@ -137,11 +133,7 @@ func parseAnthropic(w http.ResponseWriter, r *http.Request, body []byte, needMax
 		writeError(w, APIAnthropic, http.StatusBadRequest, fmt.Sprintf("A maximum of %d blocks with cache_control may be provided. Found %d.", maxCacheControl, n))
 		return Request{}, false
 	}
-	midSystem := false
-	for _, v := range r.Header.Values("anthropic-beta") {
-		midSystem = midSystem || strings.Contains(v, midSystemBeta)
-	}
-	if msg := validateAnthropicMessages(in.Messages, midSystem); msg != "" {
+	if msg := validateAnthropicMessages(in.Messages); msg != "" {
 		writeError(w, APIAnthropic, http.StatusBadRequest, msg)
 		return Request{}, false
 	}
@@ -177,18 +169,14 @@ func parseAnthropic(w http.ResponseWriter, r *http.Request, body []byte, needMax
 // each have a tool_result in the next message, every tool_result must
 // answer a tool_use of the previous message, and a thinking or
 // redacted_thinking block must come back as it was issued. System messages
-// among the messages need the mid-conversation-system beta (midSystem).
-func validateAnthropicMessages(msgs []map[string]any, midSystem bool) string {
+// may stand among the messages (mid-conversation system messages: Claude
+// Code sends them without asking for a beta).
+func validateAnthropicMessages(msgs []map[string]any) string {
 	var prevUses map[string]bool
 	for i, m := range msgs {
 		role, _ := m["role"].(string)
-		switch {
-		case role == "user" || role == "assistant":
-		case role == "system" && midSystem:
-		case midSystem:
+		if role != "user" && role != "assistant" && role != "system" {
 			return fmt.Sprintf("messages.%d.role: Input should be 'user', 'assistant' or 'system'", i)
-		default:
-			return fmt.Sprintf("messages.%d.role: Input should be 'user' or 'assistant'", i)
 		}
 		if _, ok := m["content"]; !ok {
 			return fmt.Sprintf("messages.%d.content: Field required", i)

@@ -251,7 +251,7 @@ func TestValidation(t *testing.T) {
 		{"openai answered tool call", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"x"}]}`, 200, "", ""},
 		{"anthropic bad json", "/v1/messages", `{"model"`, 400, fakellm.APIAnthropic, "error parsing the body"},
 		{"anthropic missing fields", "/v1/messages", `{"messages":[]}`, 400, fakellm.APIAnthropic, "model: Field required; max_tokens: Field required"},
-		{"anthropic system role", "/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"system","content":"x"}]}`, 400, fakellm.APIAnthropic, "messages.0.role"},
+		{"anthropic unknown role", "/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"developer","content":"x"}]}`, 400, fakellm.APIAnthropic, "messages.0.role"},
 		{"anthropic orphan tool_result", "/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}]}]}`, 400, fakellm.APIAnthropic, "unexpected `tool_use_id` found in `tool_result` blocks: toolu_1"},
 		{"anthropic unanswered tool_use", "/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},{"role":"user","content":"?"}]}`, 400, fakellm.APIAnthropic, "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_1"},
 		{"anthropic count_tokens needs no max_tokens", "/v1/messages/count_tokens", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 200, "", ""},
