@@ -66,10 +66,9 @@ type agent struct {
 	pending []chatMsg
 	turn    int
 
-	acked    atomic.Int64 // requests answered 200 (read by the test while the agent runs)
-	retries  int          // attempts that got no answer (or a 5xx) and were sent again
-	forks    int          // answers that came from a fork of the thread
-	failover int          // attempts sent to another server than the one picked first
+	acked   atomic.Int64 // requests answered 200 (read by the test while the agent runs)
+	retries int          // attempts that got no answer (or a 5xx) and were sent again
+	forks   int          // answers that came from a fork of the thread
 }
 
 func newAgent(id int, thread string) *agent {

@@ -146,12 +146,10 @@ func decodeAny(b []byte) (map[string]any, error) {
 type openAIStream struct {
 	c *streamCarry
 
-	id      string
 	text    bytes.Buffer
 	calls   []*streamCall // by upstream index
 	nClient int
 	finish  string
-	usage   json.RawMessage
 }
 
 type streamCall struct {

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -24,7 +23,6 @@ import (
 // harness is a real `mneme serve` on a loopback port with a fakellm
 // upstream and an in-memory store.
 type harness struct {
-	t     *testing.T
 	llm   *fakellm.Server
 	m     *mneme.Engine
 	st    store.Store
@@ -188,22 +186,4 @@ func post(t testing.TB, url, body string, hdr map[string]string) (int, http.Head
 		t.Fatal(err)
 	}
 	return resp.StatusCode, resp.Header, b
-}
-
-// upstreamBodies returns the JSON bodies of the completion requests the
-// fake upstream received on path.
-func (h *harness) upstreamBodies(t testing.TB, path string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, r := range h.llm.Requests() {
-		if r.Path != path {
-			continue
-		}
-		var v map[string]any
-		if err := json.Unmarshal(r.Body, &v); err != nil {
-			t.Fatalf("upstream body: %v", err)
-		}
-		out = append(out, v)
-	}
-	return out
 }

@@ -17,11 +17,6 @@ import (
 
 var ctx = context.Background()
 
-// baseDSN returns MNEME_TEST_POSTGRES. Without it the test skips, except
-// under CI (CI=true), where PostgreSQL tests must run: scripts/test starts
-// the server and exports the DSN.
-func baseDSN(t testing.TB) string { return pgtest.Base(t) }
-
 // freshDSN creates a schema of its own for the test and returns a DSN whose
 // search_path is that schema; the schema is dropped when the test ends.
 func freshDSN(t testing.TB) string { return pgtest.DSN(t, "mneme_t") }
