@@ -18,6 +18,9 @@ type DecodeError struct {
 	Field string
 	// Msg says what is wrong: "missing", "want string", ...
 	Msg string
+	// List names the list Index counts in: "messages" when empty, "input"
+	// for a Responses request.
+	List string
 }
 
 // Error returns the path and the problem, e.g.
@@ -25,7 +28,12 @@ type DecodeError struct {
 func (e *DecodeError) Error() string {
 	var b strings.Builder
 	if e.Index >= 0 {
-		b.WriteString("messages[")
+		list := e.List
+		if list == "" {
+			list = "messages"
+		}
+		b.WriteString(list)
+		b.WriteByte('[')
 		b.WriteString(strconv.Itoa(e.Index))
 		b.WriteByte(']')
 	}

@@ -100,11 +100,15 @@ type Wire struct {
 	// Extra holds fields this package does not model (cache_control,
 	// citations, refusal, audio, ...), re-emitted as they came.
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+	// Item holds, on the part that starts a Responses input or output
+	// item, the item's own members the codec does not model (id, status,
+	// ...), where Extra holds the part's.
+	Item map[string]json.RawMessage `json:"item,omitempty"`
 }
 
 // IsZero lets encoding/json omit an empty Wire.
 func (w Wire) IsZero() bool {
-	return w.API == "" && w.Form == "" && w.Role == "" && w.Type == "" && len(w.Extra) == 0
+	return w.API == "" && w.Form == "" && w.Role == "" && w.Type == "" && len(w.Extra) == 0 && len(w.Item) == 0
 }
 
 // TextOf returns the message's text parts joined by newlines.
@@ -262,13 +266,18 @@ func cloneParts(ps []Part) []Part {
 }
 
 func (w Wire) clone() Wire {
-	if w.Extra == nil {
-		return w
-	}
 	c := w
-	c.Extra = make(map[string]json.RawMessage, len(w.Extra))
-	for k, v := range w.Extra {
-		c.Extra[k] = v
+	if w.Extra != nil {
+		c.Extra = make(map[string]json.RawMessage, len(w.Extra))
+		for k, v := range w.Extra {
+			c.Extra[k] = v
+		}
+	}
+	if w.Item != nil {
+		c.Item = make(map[string]json.RawMessage, len(w.Item))
+		for k, v := range w.Item {
+			c.Item[k] = v
+		}
 	}
 	return c
 }
