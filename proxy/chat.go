@@ -17,6 +17,22 @@ import (
 	"github.com/mnemehq/mneme/window"
 )
 
+// threadOpener is a dialect whose requests may name the thread and the
+// position they continue (Responses' previous_response_id), and that names
+// its responses once their thread and position are known.
+type threadOpener interface {
+	continues(req *object) bool
+	openFrom(ctx context.Context, tenant string, req *object, msgs []message.Message, opts mneme.WindowOptions) (*session, *window.Window, error)
+	opened(s *session, win *window.Window)
+}
+
+// replyNamer is a dialect that marks the recorded reply with its response's
+// id and rewrites the body the client gets to carry it (Responses).
+type replyNamer interface {
+	tagReply(msgs []message.Message)
+	clientBody(body []byte) []byte
+}
+
 // dialect is what differs between the two APIs: how a request's
 // conversation is read and rewritten, how a reply is read, and how recall
 // tool calls are taken out of what the client gets.
@@ -87,7 +103,12 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return
 	}
+	opener, _ := d.(threadOpener)
+	continues := opener != nil && opener.continues(req)
 	mode := r.Header.Get(HeaderMode)
+	if continues {
+		mode = ModeAppend // the request holds only what is new
+	}
 	switch mode {
 	case "", ModeResend:
 		mode = ModeResend
@@ -104,7 +125,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 	if id == "" {
 		id = r.Header.Get(HeaderThreadAlt)
 	}
-	if id == "" {
+	if id == "" && !continues {
 		id = DeriveThreadID(tenant, msgs)
 	}
 	opts := mneme.WindowOptions{Tools: splitArray(req.get("tools")), Model: req.str("model")}
@@ -119,12 +140,26 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
 	defer cancel()
-	s, win, err := p.open(ctx, tenant, id, mode, msgs, opts)
+	var s *session
+	var win *window.Window
+	if continues {
+		s, win, err = opener.openFrom(ctx, tenant, req, msgs, opts)
+	} else {
+		s, win, err = p.open(ctx, tenant, id, mode, msgs, opts)
+	}
 	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			ae.write(w)
+			return
+		}
 		p.engineError(w, api, err)
 		return
 	}
 	defer s.turn.Close()
+	if opener != nil {
+		opener.opened(s, win)
+	}
 	x := &exchange{p: p, w: w, r: r.WithContext(ctx), d: d, req: req, s: s, win: win}
 	x.setHeaders()
 	status := x.run(ctx, req.boolean("stream"))
@@ -286,7 +321,7 @@ func (x *exchange) run(ctx context.Context, stream bool) int {
 				x.p.engineError(x.w, api, err)
 				return http.StatusInternalServerError
 			}
-			writeBody(x.w, resp, body)
+			writeBody(x.w, resp, x.clientBody(body))
 			return resp.StatusCode
 		}
 		again := client == 0 && x.rounds < x.p.cfg.RecallRounds
@@ -307,7 +342,7 @@ func (x *exchange) run(ctx context.Context, stream bool) int {
 				x.p.engineError(x.w, api, err)
 				return http.StatusInternalServerError
 			}
-			writeBody(x.w, resp, body)
+			writeBody(x.w, resp, x.clientBody(body))
 			return resp.StatusCode
 		}
 		x.rounds++
@@ -341,6 +376,9 @@ func (x *exchange) answer(ctx context.Context, calls []message.Part) ([]message.
 func (x *exchange) record(ctx context.Context, msgs ...message.Message) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	if n, ok := x.d.(replyNamer); ok {
+		n.tagReply(msgs)
+	}
 	_, err := x.s.turn.Record(ctx, msgs...)
 	if errors.Is(err, mneme.ErrDeleted) {
 		// The thread was deleted while the model answered: the reply
@@ -362,6 +400,14 @@ func (x *exchange) record(ctx context.Context, msgs ...message.Message) error {
 		x.w.Header().Set(HeaderForkedFrom, f)
 	}
 	return nil
+}
+
+// clientBody is the reply body as the client gets it.
+func (x *exchange) clientBody(body []byte) []byte {
+	if n, ok := x.d.(replyNamer); ok {
+		return n.clientBody(body)
+	}
+	return body
 }
 
 func setMeta(m map[string]string, key string) map[string]string {

@@ -158,6 +158,9 @@ func (p *Proxy) Handler() http.Handler {
 			p.serveChat(w, r, anthropicDialect{})
 		case r.URL.Path == countTokensPath && r.Method == http.MethodPost:
 			p.serveCountTokens(w, r)
+		case r.URL.Path == "/v1/responses":
+			p.serveResponses(w, r)
+		case strings.HasPrefix(r.URL.Path, "/v1/responses/") && p.serveResponseByID(w, r):
 		default:
 			// Bounded like the model routes: a pass-through upstream that
 			// stalls mid-body does not hold the request forever.

@@ -25,6 +25,7 @@ const (
 	evPass   evKind = iota // anything else
 	evFinish               // carries the stop reason: every call of the round is known
 	evDone                 // the stream's last event
+	evEnd                  // both at once: the Responses API's terminal event
 )
 
 // sseEvent is one server-sent event as it came: raw holds its lines and the
@@ -166,7 +167,7 @@ func (x *exchange) relay(ctx context.Context, resp *http.Response) int {
 			}
 			out, kind := st.event(ev)
 			switch kind {
-			case evFinish:
+			case evFinish, evEnd:
 				msg, err := st.message()
 				if err == nil {
 					calls, client := splitCalls(msg)
@@ -177,7 +178,8 @@ func (x *exchange) relay(ctx context.Context, resp *http.Response) int {
 						out = st.finishNormal(out)
 					}
 				}
-			case evDone:
+			}
+			if kind == evDone || kind == evEnd {
 				done = true
 				if !again {
 					// In the log before the client sees the end.

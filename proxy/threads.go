@@ -39,10 +39,16 @@ type session struct {
 	tenant string
 	id     string // the thread the turn writes to (set again after a record)
 	turn   *mneme.Turn
+	parent string // set when the dialect forked the thread itself (Responses)
 }
 
 // forkedFrom names the parent of the branch the request landed on.
-func (s *session) forkedFrom() string { return s.turn.ForkedFrom() }
+func (s *session) forkedFrom() string {
+	if s.parent != "" {
+		return s.parent
+	}
+	return s.turn.ForkedFrom()
+}
 
 // open appends what is new of msgs to the thread (all of them in append
 // mode) and returns the window for the next model call. The messages are

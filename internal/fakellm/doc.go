@@ -7,6 +7,9 @@
 // Routes:
 //
 //	POST /v1/chat/completions        OpenAI Chat Completions (stream or not)
+//	POST /v1/responses               OpenAI Responses (stream or not; stored
+//	                                 unless store is false)
+//	GET  /v1/responses/{id}          a stored response
 //	POST /v1/messages                Anthropic Messages (stream or not)
 //	POST /v1/messages/count_tokens   Anthropic token count (a rough estimate)
 //	GET  /v1/models                  model list (Anthropic shape when the request

@@ -56,6 +56,10 @@ type Server struct {
 	mu       sync.Mutex
 	queue    []Reply
 	recorded []Recorded
+	// Responses the API stored (store not false), by id, and their
+	// output items by item id (for item_reference).
+	stored      map[string]storedResponse
+	storedItems map[string]json.RawMessage
 
 	// Set by Start only.
 	httpSrv  *http.Server
@@ -67,7 +71,7 @@ type Server struct {
 // New returns a server that is not listening; serve its [Server.Handler]
 // yourself. Most callers want [Start].
 func New(opts ...Option) *Server {
-	s := &Server{}
+	s := &Server{stored: map[string]storedResponse{}, storedItems: map[string]json.RawMessage{}}
 	for _, o := range opts {
 		o(&s.cfg)
 	}
@@ -181,6 +185,8 @@ func (s *Server) Reset() {
 	defer s.mu.Unlock()
 	s.recorded = nil
 	s.queue = nil
+	s.stored = map[string]storedResponse{}
+	s.storedItems = map[string]json.RawMessage{}
 }
 
 // next returns the reply for a completion request: the queue's head, else
@@ -225,7 +231,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		serve  func(http.ResponseWriter, *http.Request, []byte)
 	}
 	var rt route
-	switch strings.TrimSuffix(r.URL.Path, "/") {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	if strings.HasPrefix(path, "/v1/responses/") {
+		path = "/v1/responses/{id}"
+	}
+	switch path {
+	case "/v1/responses":
+		rt = route{http.MethodPost, s.serveResponses}
+	case "/v1/responses/{id}":
+		rt = route{http.MethodGet, s.serveResponseGet}
 	case "/v1/chat/completions":
 		rt = route{http.MethodPost, s.serveChatCompletions}
 	case "/v1/messages":
