@@ -48,7 +48,7 @@ func asInput(raw string) responses.ResponseInputItemUnionParam {
 // responsesAgent scripts the upstream: three of four calls are tool calls,
 // and once the recall tools are offered the model searches its memory
 // every fifth step before answering.
-func responsesAgent(step *int, mu *sync.Mutex) fakellm.Option {
+func responsesAgent(step *int, mu *sync.Mutex, recallEvery int) fakellm.Option {
 	recalled := map[int]bool{}
 	return fakellm.WithHandler(func(r fakellm.Request) fakellm.Reply {
 		if r.IsSummarization() {
@@ -56,7 +56,7 @@ func responsesAgent(step *int, mu *sync.Mutex) fakellm.Option {
 		}
 		mu.Lock()
 		i := *step
-		recall := i%5 == 2 && !recalled[i] && slices.Contains(r.Tools, proxy.ToolSearch)
+		recall := recallEvery > 0 && i%recallEvery == 2 && !recalled[i] && slices.Contains(r.Tools, proxy.ToolSearch)
 		if recall {
 			recalled[i] = true
 		}
@@ -142,7 +142,7 @@ func TestResponsesSession(t *testing.T) {
 			const calls = 24
 			var mu sync.Mutex
 			step := 0
-			h := startServer(t, harnessOpts{budget: 5000, llmOpts: []fakellm.Option{responsesAgent(&step, &mu)}})
+			h := startServer(t, harnessOpts{budget: 5000, llmOpts: []fakellm.Option{responsesAgent(&step, &mu, 5)}})
 			client := openAIClient(h)
 			history := []string{`{"role":"user","content":"Fix ticket INV-4401 in src/shop/checkout.go."}`}
 			pending := history // items not sent yet (previous_response_id mode)
@@ -416,4 +416,98 @@ func TestResponsesWebSocketRefused(t *testing.T) {
 	if n := len(h.llm.Requests()); n != 0 {
 		t.Fatalf("%d upstream requests", n)
 	}
+}
+
+// TestResponsesPrefixStability: over 200 calls on the Responses route,
+// between compactions every upstream request starts with the bytes of the
+// one before it up to the end of its input (I6), so provider prompt caches
+// hit; a compaction is the only thing that changes them.
+func TestResponsesPrefixStability(t *testing.T) {
+	const calls = 200
+	var mu sync.Mutex
+	step := 0
+	h := startServer(t, harnessOpts{budget: 12000, llmOpts: []fakellm.Option{responsesAgent(&step, &mu, 0)}})
+	client := openAIClient(h)
+	history := []string{`{"role":"user","content":"Fix ticket INV-4401 in src/shop/checkout.go."}`}
+	compacted := make([]bool, calls)
+	for i := 0; i < calls; i++ {
+		mu.Lock()
+		step = i
+		mu.Unlock()
+		var input responses.ResponseInputParam
+		for _, it := range history {
+			input = append(input, asInput(it))
+		}
+		params := responses.ResponseNewParams{
+			Model:        "gpt-4o-mini",
+			Instructions: openai.String("You are a coding agent."),
+			Tools:        responsesTools(),
+			Store:        openai.Bool(false),
+			Input:        responses.ResponseNewParamsInputUnion{OfInputItemList: input},
+		}
+		resp, hr := callResponses(t, client, params, i%2 == 1)
+		compacted[i] = hr.Header.Get(proxy.HeaderCompacted) == "true"
+		var calls []responses.ResponseOutputItemUnion
+		for _, it := range resp.Output {
+			history = append(history, it.RawJSON())
+			if it.Type == "function_call" {
+				calls = append(calls, it)
+			}
+		}
+		for _, c := range calls {
+			out, _ := json.Marshal(map[string]any{"type": "function_call_output", "call_id": c.CallID, "output": toolOutput(c.Name, i)})
+			history = append(history, string(out))
+		}
+		if len(calls) == 0 {
+			u, _ := json.Marshal(map[string]any{"role": "user", "content": fmt.Sprintf("Good. Now look at step %d's callers.", i)})
+			history = append(history, string(u))
+		}
+	}
+	var bodies [][]byte
+	for _, r := range h.llm.Requests() {
+		if r.Path == "/v1/responses" && !bytes.Contains(r.Body, []byte("mneme:observer")) && !bytes.Contains(r.Body, []byte("mneme:reflector")) {
+			bodies = append(bodies, r.Body)
+		}
+	}
+	if len(bodies) != calls {
+		t.Fatalf("%d upstream model calls, want %d", len(bodies), calls)
+	}
+	stable, compactions := 0, 0
+	for i := 1; i < calls; i++ {
+		if compacted[i] {
+			compactions++
+			continue
+		}
+		prefix := inputPrefix(t, bodies[i-1])
+		if !bytes.HasPrefix(bodies[i], prefix) {
+			n := 0
+			for n < len(prefix) && n < len(bodies[i]) && prefix[n] == bodies[i][n] {
+				n++
+			}
+			t.Fatalf("call %d: the request differs from call %d's at byte %d of its %d-byte stable prefix:\n%q\n%q",
+				i, i-1, n, len(prefix), bodies[i-1][max(0, n-80):min(len(bodies[i-1]), n+80)], bodies[i][max(0, n-80):min(len(bodies[i]), n+80)])
+		}
+		stable++
+	}
+	if compactions == 0 || stable < calls/2 {
+		t.Fatalf("%d compactions, %d prefix-stable calls of %d: the test does not exercise both", compactions, stable, calls)
+	}
+	t.Logf("%d calls: %d compactions, %d of %d calls after the first prefix-stable (all that did not compact)", calls, compactions, stable, calls-1)
+}
+
+// inputPrefix returns a request body up to the end of its input's last
+// item: what the next request must start with between compactions.
+func inputPrefix(t *testing.T, body []byte) []byte {
+	t.Helper()
+	i := bytes.Index(body, []byte(`"input":[`))
+	if i < 0 {
+		t.Fatalf("no input in %s", body)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body[i+len(`"input":`):]))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	end := i + len(`"input":`) + int(dec.InputOffset()) - 1 // the array's ']'
+	return body[:end]
 }

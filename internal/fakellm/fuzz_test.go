@@ -21,9 +21,11 @@ func FuzzHandler(f *testing.F) {
 		`{"model":"e","input":[[1,2],[3]],"dimensions":3}`,
 		`{"model":"m","messages":[{"role":"user","content":null}],"tools":[{"name":1}]}`,
 		`[]`, `null`, `{"model":`,
+		`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"}],"stream":true}`,
+		`{"model":"m","input":"hi","previous_response_id":"resp_x"}`,
 	}
 	for _, s := range seeds {
-		for _, p := range []string{"/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings"} {
+		for _, p := range []string{"/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/responses"} {
 			f.Add(p, s)
 		}
 	}
