@@ -187,9 +187,15 @@ func (d *responsesDialect) openFrom(ctx context.Context, tenant string, req *obj
 	if !ok {
 		return nil, nil, responseNotFound(id, "previous_response_id")
 	}
-	// The request's instructions lead msgs: the engine logs them only when
-	// they differ from the thread's (a system event).
-	fresh := msgs
+	// The pinned head is in the log already; this request's instructions
+	// go upstream as they are (they are not carried over, as in the API).
+	// Left in, they would close the calls the new outputs answer.
+	fresh := msgs[:0:0]
+	for _, m := range msgs {
+		if m.Wire.Type != instructionsType || m.Role != message.System {
+			fresh = append(fresh, m)
+		}
+	}
 	rr, err := p.findResponse(ctx, tenant, ref)
 	if errors.Is(err, errNoResponse) {
 		return nil, nil, responseNotFound(id, "previous_response_id")

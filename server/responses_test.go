@@ -81,6 +81,10 @@ func callResponses(t *testing.T, client openai.Client, params responses.Response
 	if !stream {
 		r, err := client.Responses.New(ctx, params, option.WithResponseInto(&hr))
 		if err != nil {
+			var apiErr *openai.Error
+			if asError(err, &apiErr) {
+				t.Fatalf("%v: %s", err, apiErr.RawJSON())
+			}
 			t.Fatal(err)
 		}
 		return r, hr
@@ -247,6 +251,11 @@ func TestResponsesSession(t *testing.T) {
 				}
 				if err := orphans(msgs); err != nil {
 					t.Errorf("request %d: %v", n, err)
+				}
+				for _, m := range msgs {
+					if m.Role == message.System && m.TextOf() == "You are a coding agent." {
+						t.Fatalf("request %d: the instructions are in the input too", n)
+					}
 				}
 			}
 			// The log holds the conversation once, in order: the
