@@ -57,7 +57,10 @@ const instructionsType = "instructions"
 
 func (d *responsesDialect) messages(req *object) ([]message.Message, error) {
 	var msgs []message.Message
-	if v := req.get("instructions"); v != nil && string(v) != "null" {
+	// A request that continues a response brings only what is new: its
+	// instructions go upstream as they are (the API does not carry them
+	// over), and the thread's pinned head is in the log already.
+	if v := req.get("instructions"); v != nil && string(v) != "null" && !d.continues(req) {
 		s := req.str("instructions")
 		if len(v) == 0 || v[0] != '"' {
 			return nil, errors.New("instructions: want a string")

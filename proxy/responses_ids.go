@@ -187,15 +187,7 @@ func (d *responsesDialect) openFrom(ctx context.Context, tenant string, req *obj
 	if !ok {
 		return nil, nil, responseNotFound(id, "previous_response_id")
 	}
-	// The pinned head is in the log already; this request's instructions
-	// go upstream as they are (they are not carried over, as in the API).
-	// Left in, they would close the calls the new outputs answer.
-	fresh := msgs[:0:0]
-	for _, m := range msgs {
-		if m.Wire.Type != instructionsType || m.Role != message.System {
-			fresh = append(fresh, m)
-		}
-	}
+	fresh := msgs // without the instructions (see messages)
 	rr, err := p.findResponse(ctx, tenant, ref)
 	if errors.Is(err, errNoResponse) {
 		return nil, nil, responseNotFound(id, "previous_response_id")
