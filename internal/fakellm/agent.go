@@ -36,7 +36,8 @@ var (
 // newest call is always in the window, whatever was compacted before it),
 // then a text answer holding "mneme-done". The tools are those the request
 // offers: a coding agent's Write, Read and Bash (Claude Code's) in turn,
-// with paths under "mneme-dir=PATH"; any other tool gets
+// with paths under "mneme-dir=PATH"; Codex's exec_command writing and
+// printing files there; any other tool gets
 // {"step": k, "note": "mneme-step k"}, twice in parallel every fourth step.
 // An Anthropic request with thinking enabled gets a signed thinking block
 // with each answer. ok is false for a request that does not ask for the
@@ -92,6 +93,13 @@ func AgentReply(r Request) (rep Reply, ok bool) {
 				"command":     "echo '" + label + "'; for i in $(seq 1 60); do echo \"line $i of the build log, nothing failed yet\"; done",
 				"description": "Print the build log (" + label + ")"})}}
 		}
+	case has("exec_command"): // Codex's unified exec tool
+		cmd := fmt.Sprintf(`for i in $(seq 1 40); do echo "%s: line $i of the notes the agent keeps"; done > %s/step-%03d.txt && echo '%s' && cat %s/step-%03d.txt`,
+			label, dir, step, label, dir, step)
+		if step%2 == 0 {
+			cmd = fmt.Sprintf(`echo '%s'; for i in $(seq 1 60); do echo "line $i of the build log, nothing failed yet"; done`, label)
+		}
+		rep.ToolCalls = []ToolCall{{Name: "exec_command", Arguments: args(map[string]any{"cmd": cmd, "login": false})}}
 	default:
 		call := ToolCall{Name: tools[step%len(tools)], Arguments: args(map[string]any{"step": step, "note": label})}
 		rep.ToolCalls = []ToolCall{call}
