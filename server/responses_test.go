@@ -223,7 +223,7 @@ func TestResponsesSession(t *testing.T) {
 			}
 			// Every upstream request is managed: the window as input, no
 			// previous_response_id, every call answered, no orphan.
-			bodies := h.upstreamBodies(t, "/v1/responses")
+			bodies := responsesBodies(t, h, "/v1/responses")
 			if len(bodies) < calls {
 				t.Fatalf("%d upstream requests, want %d", len(bodies), calls)
 			}
@@ -324,7 +324,7 @@ func TestResponsesPreviousID(t *testing.T) {
 	equalLines(t, "original", summary(h.messages(t, "default", parent)), []string{"user:one", "assistant:first", "user:two", "assistant:second"})
 	equalLines(t, "branch", summary(h.messages(t, "default", branch)), []string{"user:one", "assistant:first", "user:three", "assistant:branch"})
 	// The last request upstream was the branch's window, in full.
-	reqs := h.upstreamBodies(t, "/v1/responses")
+	reqs := responsesBodies(t, h, "/v1/responses")
 	last, _ := json.Marshal(reqs[len(reqs)-1]["input"])
 	lm, err := message.DecodeResponsesInput(last)
 	if err != nil {
@@ -519,4 +519,22 @@ func inputPrefix(t *testing.T, body []byte) []byte {
 	}
 	end := i + len(`"input":`) + int(dec.InputOffset()) - 1 // the array's ']'
 	return body[:end]
+}
+
+// responsesBodies returns the JSON bodies of the requests the fake
+// upstream received on path.
+func responsesBodies(t testing.TB, h *harness, path string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, r := range h.llm.Requests() {
+		if r.Path != path {
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal(r.Body, &v); err != nil {
+			t.Fatalf("upstream body: %v", err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
