@@ -49,6 +49,9 @@ type refLoc struct {
 type thread struct {
 	info   store.ThreadInfo
 	events []storedEvent // events[i].Seq == i+1
+	// The window snapshot (snapshot.go), gone with the thread.
+	snapSeq int64
+	snap    []byte
 }
 
 // storedEvent keeps the message as JSON so that callers can neither mutate

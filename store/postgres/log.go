@@ -617,6 +617,7 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 		}
 		for _, q := range []string{
 			`DELETE FROM vectors WHERE tenant = $1 AND thread = $2`,
+			`DELETE FROM snapshots WHERE tenant = $1 AND thread = $2`,
 			`DELETE FROM events WHERE tenant = $1 AND thread = $2`,
 			`DELETE FROM leases WHERE tenant = $1 AND thread = $2`,
 			`DELETE FROM threads WHERE tenant = $1 AND id = $2`,

@@ -114,10 +114,21 @@ DELETE FROM vectors;
 ALTER TABLE vectors ADD COLUMN model text COLLATE "C" NOT NULL;
 CREATE INDEX vectors_by_model ON vectors (tenant, model, dims, thread);
 `,
+	// 3: window snapshots (snapshot.go), derived from the log.
+	3: `
+CREATE TABLE snapshots (
+	tenant text COLLATE "C" NOT NULL,
+	thread text COLLATE "C" NOT NULL,
+	seq    bigint NOT NULL,
+	data   bytea  NOT NULL,
+	PRIMARY KEY (tenant, thread),
+	FOREIGN KEY (tenant, thread) REFERENCES threads (tenant, id)
+);
+`,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrate brings the schema (the first schema of the connection's
 // search_path) to SchemaVersion. A session advisory lock, keyed by the

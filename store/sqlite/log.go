@@ -508,6 +508,7 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 	}
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		for _, q := range []string{
+			`DELETE FROM snapshots WHERE tenant = ? AND thread = ?`,
 			`DELETE FROM events_fts WHERE rowid IN (SELECT id FROM events WHERE tenant = ? AND thread = ?)`,
 			`DELETE FROM events WHERE tenant = ? AND thread = ?`,
 		} {

@@ -72,10 +72,21 @@ CREATE INDEX memories_by_expiry ON memories (expires) WHERE expires > 0;
 CREATE VIRTUAL TABLE memories_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 0');
 INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1);
 `,
+	// 2: window snapshots (snapshot.go), derived from the log.
+	2: `
+CREATE TABLE snapshots (
+	tenant TEXT    NOT NULL,
+	thread TEXT    NOT NULL,
+	seq    INTEGER NOT NULL,
+	data   BLOB    NOT NULL,
+	PRIMARY KEY (tenant, thread),
+	FOREIGN KEY (tenant, thread) REFERENCES threads (tenant, id)
+);
+`,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"InvalidArguments", testInvalid},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"GroupedAppend", testGroupedAppend},
+		{"Snapshots", testSnapshots},
 		{"TenantIsolation", testTenantIsolation},
 		{"DeleteThread", testDeleteThread},
 		{"ThreadsPaging", testThreadsPaging},
@@ -444,6 +445,49 @@ func testGroupedAppend(t *testing.T, s store.Store) {
 		if ti, err := s.Thread(ctx, "acme", id); err != nil || ti.Messages != rounds || ti.Events != rounds {
 			t.Errorf("%s: thread info %+v, %v; want %d messages and events", id, ti, err, rounds)
 		}
+	}
+}
+
+// testSnapshots: the window snapshot beside the log (store.Snapshots,
+// which every backend implements): a later seq replaces, an earlier one is
+// ignored, a seq past the log is refused, other tenants see nothing, and
+// DeleteThread takes it with the log.
+func testSnapshots(t *testing.T, s store.Store) {
+	sn, ok := store.As[store.Snapshots](s)
+	if !ok {
+		t.Fatal("the store does not implement store.Snapshots")
+	}
+	if _, _, err := sn.GetSnapshot(ctx, "acme", "snap"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetSnapshot before any: %v, want ErrNotFound", err)
+	}
+	if err := sn.PutSnapshot(ctx, "acme", "snap", 1, []byte("x")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("PutSnapshot on no thread: %v, want ErrNotFound", err)
+	}
+	mustAppend(t, s, "acme", "snap", 0, text(message.User, "one"), text(message.Assistant, "two"), text(message.User, "three"))
+	if err := sn.PutSnapshot(ctx, "acme", "snap", 4, []byte("x")); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("PutSnapshot past the log: %v, want ErrInvalid", err)
+	}
+	blob := []byte{0, 1, 2, 0xff, '{', '"'}
+	for _, c := range []struct {
+		seq  int64
+		data []byte
+	}{{2, []byte("at two")}, {3, blob}, {1, []byte("older")}} {
+		if err := sn.PutSnapshot(ctx, "acme", "snap", c.seq, c.data); err != nil {
+			t.Fatalf("PutSnapshot %d: %v", c.seq, err)
+		}
+	}
+	seq, data, err := sn.GetSnapshot(ctx, "acme", "snap")
+	if err != nil || seq != 3 || string(data) != string(blob) {
+		t.Fatalf("GetSnapshot = %d %q %v, want 3 %q", seq, data, err, blob)
+	}
+	if _, _, err := sn.GetSnapshot(ctx, "other", "snap"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another tenant's GetSnapshot: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteThread(ctx, "acme", "snap"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sn.GetSnapshot(ctx, "acme", "snap"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetSnapshot after DeleteThread: %v, want ErrNotFound", err)
 	}
 }
 

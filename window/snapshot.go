@@ -1,0 +1,234 @@
+package window
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/mnemehq/mneme/message"
+)
+
+// SnapshotVersion is the version of the snapshot encoding. Bump it whenever
+// what Apply builds changes (a new field, another rendering of a form, a
+// different count): a snapshot of another version is refused and the state
+// rebuilt from the log, which stays the definition (I7).
+const SnapshotVersion = 1
+
+// ErrSnapshotVersion: the snapshot was written by another SnapshotVersion.
+var ErrSnapshotVersion = errors.New("window: snapshot of another version")
+
+// Snapshot is a copy of a State, taken cheaply under the caller's lock and
+// encoded later (off the request path): Restore of its encoding, then Apply
+// of the events after LastSeq, gives the state Apply of the whole log gives.
+type Snapshot struct {
+	V        int              `json:"v"`
+	Policy   Policy           `json:"policy"`
+	Budget   int              `json:"budget"`
+	LastSeq  int64            `json:"last_seq"`
+	Head     []snapItem       `json:"head,omitempty"`
+	HeadDone bool             `json:"head_done,omitempty"`
+	Blocks   []Block          `json:"blocks,omitempty"`
+	Tail     []snapItem       `json:"tail,omitempty"`
+	HeadTok  int              `json:"head_tok"`
+	MemTok   int              `json:"mem_tok"`
+	TailTok  int              `json:"tail_tok"`
+	MemStale bool             `json:"mem_stale,omitempty"`
+	MemMsg   *message.Message `json:"mem_msg,omitempty"`
+	Injected string           `json:"injected,omitempty"`
+	// Out is the rendered window when it is not what rebuildOut renders
+	// from the items (nil when it is, which is the rule).
+	Out           []message.Message `json:"out,omitempty"`
+	Calls         map[string]string `json:"calls,omitempty"`
+	Pending       []string          `json:"pending,omitempty"`
+	Messages      int64             `json:"messages"`
+	ThreadTokens  int64             `json:"thread_tokens"`
+	Dropped       []string          `json:"dropped,omitempty"`
+	Compactions   int               `json:"compactions,omitempty"`
+	Reflections   int               `json:"reflections,omitempty"`
+	LastCompacted int64             `json:"last_compacted,omitempty"`
+
+	head, tail []Item            // the copies Encode reads
+	out        []message.Message // the rendered window as taken
+}
+
+// snapItem is an Item as encoded: Out is left out when it is the message
+// itself, as it is for nearly every item.
+type snapItem struct {
+	Seq        int64             `json:"seq"`
+	Ref        string            `json:"ref,omitempty"`
+	At         int64             `json:"at"`
+	Msg        *message.Message  `json:"msg"`
+	Form       Form              `json:"form"`
+	Out        *message.Message  `json:"out,omitempty"`
+	Tokens     int               `json:"tokens"`
+	Boundary   bool              `json:"boundary,omitempty"`
+	Tools      []string          `json:"tools,omitempty"`
+	Post       []message.Message `json:"post,omitempty"`
+	PostTokens int               `json:"post_tokens,omitempty"`
+}
+
+// Snapshot copies the state: the items' values and the maps, not the
+// messages, which nothing mutates once applied. O(window) copying, no
+// encoding.
+func (s *State) Snapshot() *Snapshot {
+	sn := &Snapshot{
+		V: SnapshotVersion, Policy: s.policy, Budget: s.budget, LastSeq: s.lastSeq,
+		HeadDone: s.headDone, Blocks: append([]Block(nil), s.blocks...),
+		HeadTok: s.headTok, MemTok: s.memTok, TailTok: s.tailTok, MemStale: s.memStale, Injected: s.injected,
+		Calls: make(map[string]string, len(s.calls)), Messages: s.messages, ThreadTokens: s.threadTokens,
+		Dropped: append([]string(nil), s.dropped...), Compactions: s.compactions, Reflections: s.reflections,
+		LastCompacted: s.lastCompacted,
+	}
+	if s.memMsg != nil {
+		m := *s.memMsg
+		sn.MemMsg = &m
+	}
+	for k, v := range s.calls {
+		sn.Calls[k] = v
+	}
+	for id := range s.pending {
+		sn.Pending = append(sn.Pending, id)
+	}
+	slices.Sort(sn.Pending) // a set: sorted, so that one state has one encoding
+	sn.head = make([]Item, len(s.head))
+	for i, it := range s.head {
+		sn.head[i] = *it
+		sn.head[i].Tools = append([]string(nil), it.Tools...)
+		sn.head[i].Post = append([]message.Message(nil), it.Post...)
+	}
+	sn.tail = make([]Item, len(s.tail))
+	for i, it := range s.tail {
+		sn.tail[i] = *it
+		sn.tail[i].Tools = append([]string(nil), it.Tools...)
+		sn.tail[i].Post = append([]message.Message(nil), it.Post...)
+	}
+	sn.out = append([]message.Message(nil), s.out...)
+	return sn
+}
+
+// Encode returns the snapshot's encoding (JSON). It is safe to call while
+// the State moves on.
+func (sn *Snapshot) Encode() ([]byte, error) {
+	sn.Head, sn.Tail = encodeItems(sn.head), encodeItems(sn.tail)
+	sn.Out = nil
+	if !sameMessages(sn.out, render(ptrs(sn.head), sn.MemMsg, ptrs(sn.tail))) {
+		sn.Out = sn.out
+	}
+	return json.Marshal(sn)
+}
+
+func ptrs(items []Item) []*Item {
+	out := make([]*Item, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+func encodeItems(items []Item) []snapItem {
+	out := make([]snapItem, len(items))
+	for i := range items {
+		it := &items[i]
+		si := snapItem{Seq: it.Seq, Ref: it.Ref, At: it.At, Msg: it.Msg, Form: it.Form, Tokens: it.Tokens,
+			Boundary: it.Boundary, Tools: it.Tools, Post: it.Post, PostTokens: it.PostTokens}
+		if it.Msg == nil || !reflect.DeepEqual(it.Out, *it.Msg) {
+			o := it.Out
+			si.Out = &o
+		}
+		out[i] = si
+	}
+	return out
+}
+
+// Restore decodes a Snapshot's encoding into a State that counts with sz
+// from now on. It refuses a snapshot of another version
+// (ErrSnapshotVersion) or one that does not hold together.
+func Restore(data []byte, sz Sizer) (*State, error) {
+	var sn Snapshot
+	if err := json.Unmarshal(data, &sn); err != nil {
+		return nil, fmt.Errorf("window: snapshot: %w", err)
+	}
+	if sn.V != SnapshotVersion {
+		return nil, fmt.Errorf("%w: %d, not %d", ErrSnapshotVersion, sn.V, SnapshotVersion)
+	}
+	s, err := NewState(sn.Policy, sn.Budget, sz)
+	if err != nil {
+		return nil, fmt.Errorf("window: snapshot: %w", err)
+	}
+	s.lastSeq, s.headDone, s.blocks = sn.LastSeq, sn.HeadDone, sn.Blocks
+	s.headTok, s.memTok, s.tailTok, s.memStale, s.injected = sn.HeadTok, sn.MemTok, sn.TailTok, sn.MemStale, sn.Injected
+	s.memMsg = sn.MemMsg
+	s.messages, s.threadTokens, s.dropped = sn.Messages, sn.ThreadTokens, sn.Dropped
+	s.compactions, s.reflections, s.lastCompacted = sn.Compactions, sn.Reflections, sn.LastCompacted
+	for k, v := range sn.Calls {
+		s.calls[k] = v
+	}
+	for _, id := range sn.Pending {
+		s.pending[id] = true
+	}
+	if s.head, err = decodeItems(sn.Head); err != nil {
+		return nil, err
+	}
+	if s.tail, err = decodeItems(sn.Tail); err != nil {
+		return nil, err
+	}
+	for _, it := range s.tail {
+		s.bySeq[it.Seq] = it
+	}
+	if sn.Out != nil {
+		s.out = sn.Out
+	} else {
+		s.out = render(s.head, s.memMsg, s.tail)
+	}
+	return s, nil
+}
+
+func decodeItems(items []snapItem) ([]*Item, error) {
+	out := make([]*Item, len(items))
+	for i, si := range items {
+		if si.Msg == nil {
+			return nil, fmt.Errorf("window: snapshot: item %d has no message", si.Seq)
+		}
+		it := &Item{Seq: si.Seq, Ref: si.Ref, At: si.At, Msg: si.Msg, Form: si.Form, Tokens: si.Tokens,
+			Boundary: si.Boundary, Tools: si.Tools, Post: si.Post, PostTokens: si.PostTokens}
+		if si.Out != nil {
+			it.Out = *si.Out
+		} else {
+			it.Out = *si.Msg
+		}
+		out[i] = it
+	}
+	return out, nil
+}
+
+// render is rebuildOut's rendering of head, memory and tail.
+func render(head []*Item, mem *message.Message, tail []*Item) []message.Message {
+	out := make([]message.Message, 0, len(head)+1+len(tail)+16)
+	for _, it := range head {
+		out = append(out, it.Out)
+	}
+	if mem != nil {
+		out = append(out, *mem)
+	}
+	for _, it := range tail {
+		if it.Form != Dropped {
+			out = append(out, it.Out)
+		}
+		out = append(out, it.Post...)
+	}
+	return out
+}
+
+func sameMessages(a, b []message.Message) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !reflect.DeepEqual(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
