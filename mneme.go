@@ -284,6 +284,7 @@ func (m *Engine) unpin(ts *threadState) {
 
 // unlock unlocks a state that load returned (locked and pinned).
 func (m *Engine) unlock(ts *threadState) {
+	m.snapshotDue(ts)
 	ts.mu.Unlock()
 	m.unpin(ts)
 }

@@ -168,6 +168,15 @@ func (u *projector) openCanon() []byte {
 // applyEvent feeds one log event to the projection.
 func (u *projector) applyEvent(ev *store.Event) {
 	if u.broken {
+		// The units wait for a rebuild; the system prompt, which every
+		// window reads, follows the log meanwhile (a state restored from a
+		// snapshot starts so).
+		if ev.Kind == store.KindNote {
+			var n historyNote
+			if json.Unmarshal(ev.Data, &n) == nil && n.System != nil {
+				u.system, u.sysSet = *n.System, true
+			}
+		}
 		return
 	}
 	if ev.Seq != u.lastSeq+1 {

@@ -41,7 +41,8 @@ type threadState struct {
 	policy Policy // effective policy (defaults merged with policy events)
 	tok    string // tokenizer name the state counts with
 	sz     sizer
-	buf    buffer // background observations, see buffer.go
+	buf    buffer    // background observations, see buffer.go
+	snap   snapState // window snapshots, see snapshot.go
 	// proj is the log as the client saw it (projection.go), caught up
 	// with the state: what AppendHistory compares a history with.
 	proj projector
@@ -116,6 +117,7 @@ func (ts *threadState) clear() {
 		ts.buf.cancel()
 	}
 	ts.st, ts.buf = nil, buffer{}
+	ts.snap = snapState{writing: ts.snap.writing}
 }
 
 // reset starts the state over with policy p (from seq 0).
@@ -137,6 +139,11 @@ func (t *Thread) reset(ts *threadState, p Policy) error {
 // catchUp applies the events after the state's last seq: O(new events).
 func (t *Thread) catchUp(ctx context.Context, ts *threadState) error {
 	if ts.st == nil {
+		// Cold: from the window snapshot and the events after it when
+		// there is a usable one, else from the whole log.
+		if ok, err := t.restoreSnapshot(ctx, ts); ok || err != nil {
+			return err
+		}
 		if err := t.reset(ts, t.m.policy); err != nil {
 			return err
 		}
@@ -159,6 +166,7 @@ func (t *Thread) applyAll(ts *threadState, evs []store.Event) error {
 			return err
 		}
 		ts.proj.applyEvent(&ev)
+		ts.snap.last = lastOf(&ev)
 	}
 	return nil
 }
