@@ -515,7 +515,11 @@ func (s *State) SetPolicy(p Policy, budget int) error {
 // memTokens returns the memory block's tokens, counting it if it changed.
 func (s *State) memTokens() int {
 	if s.memStale {
-		s.memTok = s.sizer.Message(fmt.Sprintf("memory#%d", s.lastSeq), *s.memMsg)
+		// Keyed by content (""): a key such as "memory#<seq>" names other
+		// blocks in other threads sharing the Manager's count cache, and a
+		// count taken from one of them would make the window depend on what
+		// else the process saw (I7).
+		s.memTok = s.sizer.Message("", *s.memMsg)
 		s.memStale = false
 	}
 	return s.memTok
