@@ -65,7 +65,9 @@ func TestOpenAIFailures(t *testing.T) {
 		name    string
 		handler http.HandlerFunc
 	}{
-		{"status", func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":"down"}`, http.StatusServiceUnavailable) }},
+		{"status", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error":"down"}`, http.StatusServiceUnavailable)
+		}},
 		{"not json", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>")) }},
 		{"count", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"data":[]}`)) }},
 		{"bad index", func(w http.ResponseWriter, r *http.Request) {
