@@ -150,6 +150,20 @@ export function checkUpstream(reqs) {
         open = new Set((m.tool_calls ?? []).map((c) => c.id));
       }
       assert.equal(open.size, 0, `upstream ${i}: unanswered calls at the end`);
+    } else if (r.path === "/v1/responses") {
+      // Responses pairs by call_id: each function_call has its output after
+      // it, each output answers a call before it.
+      const input = Array.isArray(r.body.input) ? r.body.input : [];
+      const calls = new Set(), outs = new Set();
+      for (const it of input) {
+        if (it.type === "function_call" || it.type === "custom_tool_call") calls.add(it.call_id);
+        if (it.type === "function_call_output" || it.type === "custom_tool_call_output") {
+          assert.ok(calls.has(it.call_id), `upstream ${i}: orphan ${it.type} ${it.call_id}`);
+          outs.add(it.call_id);
+        }
+      }
+      for (const id of calls) assert.ok(outs.has(id), `upstream ${i}: function_call ${id} unanswered`);
+      assert.equal(r.body.previous_response_id ?? null, null, `upstream ${i}: previous_response_id went upstream`);
     } else if (r.path === "/v1/messages") {
       let uses = new Set();
       for (const m of msgs) {
