@@ -31,10 +31,10 @@ model_provider = "mneme"
 name = "Mneme"
 base_url = "${MNEME}/v1"
 wire_api = "responses"
-env_key = "MNEME_CODEX_KEY"
+env_key = "OPENAI_API_KEY"
 http_headers = { "X-Mneme-Policy" = ${JSON.stringify(policy)} }
 `);
-    const env = { PATH: process.env.PATH, HOME: home, CODEX_HOME: home, MNEME_CODEX_KEY: "sk-dummy" };
+    const env = { PATH: process.env.PATH, HOME: home, CODEX_HOME: home, OPENAI_API_KEY: "sk-dummy" };
     const prompt = `${task(name)} mneme-dir=${proj}`;
     const r = spawnSync(codex, ["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt], {
       cwd: proj, env, encoding: "utf8", timeout: 200_000, input: "",
