@@ -1,7 +1,7 @@
 // Package mneme is the context and memory layer for LLM agents: durable,
 // append-only conversation threads, and for every model call a window that
 // fits the budget, keeps its prefix stable for provider caches, repairs tool
-// pairs and loses nothing (see DESIGN.md and its invariants I1–I8).
+// pairs and loses nothing (docs/design.md states its invariants, I1–I8).
 //
 // Open an Engine on a store, take a Thread, Append what happens, and ask for
 // the Window before each model call. The package links no database driver:

@@ -2,7 +2,7 @@
 // Go: drop-in handlers for the OpenAI Chat Completions API
 // (POST /v1/chat/completions) and the Anthropic Messages API
 // (POST /v1/messages), streaming and not, plus a pass-through for every other
-// /v1/* route (DESIGN.md, "The proxy").
+// /v1/* route (docs/design.md, "The proxy").
 //
 // Per request it decodes the client's messages with the message codecs,
 // finds the thread (X-Mneme-Thread, or an id derived from the tenant and the

@@ -31,7 +31,7 @@ var (
 // Kind is the kind of a log event.
 type Kind string
 
-// Event kinds (DESIGN.md, Vocabulary).
+// Event kinds (docs/design.md, "Words").
 const (
 	KindMessage   Kind = "message"   // Message is set
 	KindEvicted   Kind = "evicted"   // Data: a tool result's body left the window

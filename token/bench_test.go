@@ -73,7 +73,7 @@ func BenchmarkCount(b *testing.B) {
 
 // BenchmarkThreadRecount counts a 10,000-message thread through a fresh
 // Cache, then again, and reports the second pass's cost as a fraction of
-// the first (DESIGN.md: the per-call cost grows with the new messages, not
+// the first (docs/design.md: the per-call cost grows with the new messages, not
 // with the thread). "ref" keys by log ref; "content" derives keys from a
 // hash of each message.
 func BenchmarkThreadRecount(b *testing.B) {

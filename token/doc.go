@@ -6,8 +6,8 @@
 // model name) and a per-message count cache.
 //
 // Its one job is to answer "how many tokens is this?" without ever answering
-// too few, so that a window built from its counts fits the budget (DESIGN.md
-// invariant I3).
+// too few, so that a window built from its counts fits the budget
+// (invariant I3 in docs/design.md).
 //
 // It imports only the message package and the BPE library; it must not
 // import store, window, compact, proxy or anything that does I/O beyond

@@ -1,7 +1,8 @@
 // Package window builds the window a model sees for its next call from a
 // thread's log and its policy: pinned head, memory block, live tail; tool
 // results evicted or masked; a safe cut when over the trigger; tool pairs
-// repaired; the budget always respected (DESIGN.md, "The window pipeline").
+// repaired; the budget always respected (docs/design.md, "How a window is
+// built").
 //
 // Everything here is deterministic and pure: a State is a function of the
 // events applied to it and of its Policy (invariant I7). The package knows

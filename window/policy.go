@@ -11,7 +11,7 @@ import (
 // Strategy says how messages leave the window at a compaction.
 type Strategy string
 
-// The strategies (DESIGN.md, "The window pipeline", step 4b).
+// The strategies (docs/design.md, "How a window is built", step 4).
 const (
 	// Mask replaces old tool results by one-line placeholders, then archives
 	// whole old turns into a catalogue if still over target.
