@@ -13,7 +13,7 @@ import (
 	"github.com/mnemehq/mneme/window"
 )
 
-// Window snapshots (DESIGN.md, "Snapshots beside the log"): a thread's
+// Window snapshots (docs/design.md, "Snapshots beside the log"): a thread's
 // materialised window is written beside its log every snapshotEvery events
 // and at every compaction, in the background, when the store implements
 // store.Snapshots. A cold load reads the snapshot and the events after it,
