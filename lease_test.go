@@ -4,9 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/message"
@@ -14,31 +12,16 @@ import (
 	"github.com/mnemehq/mneme/window"
 )
 
-// slowCompactor observes slowly and counts its calls.
-type slowCompactor struct {
-	calls atomic.Int32
-	delay time.Duration
-}
-
-func (c *slowCompactor) Observe(ctx context.Context, in mneme.CompactInput) (window.CompactedData, error) {
-	c.calls.Add(1)
-	select {
-	case <-time.After(c.delay):
-	case <-ctx.Done():
-		return window.CompactedData{}, ctx.Err()
-	}
-	return window.CompactedData{Strategy: window.Observe, Text: "- observed " + in.Catalogue[:min(40, len(in.Catalogue))], Model: "slow"}, nil
-}
-
-// Two managers (two replicas) on one store cross the trigger of one thread
+// Two engines (two replicas) on one store cross the trigger of one thread
 // at the same time: the summarizer runs once, one compaction lands, and the
-// replica that did not hold the lease still answers at once.
+// replica that did not hold the lease answers without waiting for it: its
+// call returns while a's summarizer is held at a gate.
 func TestLeaseOneSummaryAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "m.db")
 	p := *smallPolicy()
 	p.Strategy = window.Observe
-	comp := &slowCompactor{delay: 1500 * time.Millisecond}
+	comp := newGated()
 	open := func() *mneme.Engine {
 		st := openSQLite(t, path, &p).Store()
 		m, err := mneme.Open(ctx, mneme.Config{Store: st, Policy: &p, Compactor: comp})
@@ -72,18 +55,21 @@ func TestLeaseOneSummaryAcrossReplicas(t *testing.T) {
 		_, _, err := a.Thread("default", "lease").AppendWindow(ctx, big("a"), mneme.WindowOptions{})
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // a now holds the lease, waiting for its summarizer
-	start := time.Now()
+	if what := <-comp.started; what != "observe" { // a holds the lease, its summarizer at the gate
+		t.Fatalf("a's summarizer call is %q, want observe", what)
+	}
 	_, wb, err := b.Thread("default", "lease").AppendWindow(ctx, big("b"), mneme.WindowOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waited := time.Since(start)
+	select {
+	case err := <-done:
+		t.Fatalf("a's call returned (%v) before its summarizer was let go", err)
+	default:
+	}
+	close(comp.gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-	if waited > time.Second {
-		t.Errorf("replica b waited %v for a's summarizer", waited)
 	}
 	if wb.Usage.Total > wb.Usage.Budget {
 		t.Fatalf("b's window is over budget")

@@ -30,14 +30,17 @@ func observePolicy() *mneme.Policy {
 }
 
 // openObserving opens an Engine on the SQLite file at path with srv as
-// its summarizer.
+// its summarizer (none when srv is nil: mod sets a Compactor).
 func openObserving(t testing.TB, path string, srv *fakellm.Server, mod func(*mneme.Config)) *mneme.Engine {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := mneme.Config{Store: st, Policy: observePolicy(), Summarizer: compact.LLMConfig{URL: srv.URL(), Model: summarizerModel, Timeout: 5 * time.Second}}
+	cfg := mneme.Config{Store: st, Policy: observePolicy()}
+	if srv != nil {
+		cfg.Summarizer = compact.LLMConfig{URL: srv.URL(), Model: summarizerModel, Timeout: 5 * time.Second}
+	}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -184,23 +187,20 @@ func TestSummarizerFailures(t *testing.T) {
 	}
 }
 
-// With buffering, the call that crosses the trigger does not wait for a
-// summarizer that takes 2 s: the observation was computed in the
-// background and activates without a model call on the request path; so
-// does the reflection.
+// TestBackgroundBuffering: with buffering on, observations are made in the
+// background ahead of the trigger. A summarizer held at a gate proves that
+// the requests crossing the trigger do not wait for it (they return while
+// it is held, and the request path never calls it); once it is let go, the
+// buffered observation and then a buffered reflection activate, with no
+// summarizer call on the request path.
 func TestBackgroundBuffering(t *testing.T) {
-	ctx := context.Background()
-	srv := fakellm.Start(fakellm.WithHandler(func(r fakellm.Request) fakellm.Reply {
-		rep := fakellm.DefaultReply(r)
-		if r.IsSummarization() {
-			rep.Delay = 2 * time.Second
-		}
-		return rep
-	}))
-	defer srv.Close()
+	ctx := requestCtx()
+	g := newGated()
+	g.passRequests = true
 	var mu sync.Mutex
 	var activated []mneme.CompactEvent
-	m := openObserving(t, filepath.Join(t.TempDir(), "m.db"), srv, func(c *mneme.Config) {
+	m := openObserving(t, filepath.Join(t.TempDir(), "m.db"), nil, func(c *mneme.Config) {
+		c.Compactor = g
 		c.Buffer = true
 		c.Policy.ReflectOver = window.Tokens(2500)
 		c.OnCompact = func(_, _ string, ce mneme.CompactEvent) {
@@ -211,86 +211,98 @@ func TestBackgroundBuffering(t *testing.T) {
 	})
 	th := m.Thread("default", "buffered")
 	begin(ctx, t, th)
-	var crossing, slowest time.Duration
-	crossed := false
-	done := func() bool {
+	buffered := func() (observed, reflected bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		observed, reflected := false, false
 		for _, ce := range activated {
-			observed = observed || ce.Buffered && ce.Compacted != nil && ce.Compacted.Model == summarizerModel
-			reflected = reflected || ce.Buffered && ce.Reflected != nil
+			observed = observed || ce.Buffered && ce.Compacted != nil && ce.Compacted.Model == "gated"
+			reflected = reflected || ce.Buffered && ce.Reflected != nil && ce.Reflected.Model == "gated"
 		}
-		return observed && reflected
+		return observed, reflected
 	}
 	n := 0
-	for ; n < 200 && !done(); n++ {
-		time.Sleep(150 * time.Millisecond) // the agent's model call
-		start := time.Now()
-		w, err := step(ctx, th, n+1, mneme.WindowOptions{})
-		d := time.Since(start)
+	next := func() *window.Window {
+		t.Helper()
+		n++
+		w, err := step(ctx, th, n, mneme.WindowOptions{})
 		if err != nil {
-			t.Fatalf("step %d: %v", n+1, err)
+			t.Fatalf("step %d: %v", n, err)
 		}
 		if w.Usage.Total > w.Usage.Budget {
-			t.Fatalf("step %d: over budget", n+1)
+			t.Fatalf("step %d: over budget", n)
 		}
-		slowest = max(slowest, d)
-		if !crossed && (w.Usage.Step || w.Usage.Total > w.Usage.Trigger) {
-			crossed, crossing = true, d
-		}
-		if d > time.Second {
-			t.Fatalf("step %d took %v: the request path waited for the summarizer", n+1, d)
-		}
+		return w
 	}
-	if !crossed || !done() {
-		t.Fatalf("after %d steps: crossed %v, buffered observation activated %v", n, crossed, done())
+
+	// The first background observation starts, and is held.
+	for g.heldCall() != "observe" {
+		if n == 200 {
+			t.Fatal("no background observation started in 200 steps")
+		}
+		next()
 	}
-	t.Logf("%d steps; the call crossing the trigger took %v, the slowest call %v; %d summarizer requests (2 s each, in the background)", n, crossing, slowest, len(srv.Requests()))
-	for _, ce := range activated {
-		if ce.Reflected != nil {
-			t.Logf("buffered reflection: %d -> %d tokens, level %d, model %s, fallback %q", ce.Reflected.TokensBefore, ce.Reflected.TokensAfter, ce.Reflected.Level, ce.Reflected.Model, ce.Reflected.Fallback)
+	// The window crosses its trigger while it is held: every call returns.
+	for {
+		if n == 400 {
+			t.Fatal("the window did not reach its trigger")
+		}
+		if w := next(); w.Usage.Step || w.Usage.Total > w.Usage.Trigger {
 			break
 		}
 	}
+	if o, _ := buffered(); o {
+		t.Fatal("an observation activated while its summarizer was held")
+	}
+
+	// Let it go: the buffered observation activates, then a buffered
+	// reflection, each on a call after its job finished.
+	close(g.gate)
+	for o, r := buffered(); !o || !r; o, r = buffered() {
+		if n == 600 {
+			t.Fatalf("after %d steps: buffered observation %v, buffered reflection %v", n, o, r)
+		}
+		waitIdle(t, m)
+		next()
+	}
+	if k := g.onPath.Load(); k != 0 {
+		t.Errorf("the request path called the summarizer %d times; buffering should have spared it", k)
+	}
+	t.Logf("%d steps, %d summarizer calls, all in the background", n, g.calls.Load())
 }
 
-// Close cancels a background observation in flight and waits for it.
+// Close cancels a background observation in flight and waits for it: the
+// summarizer is held at a gate that never opens, so Close returns only
+// because the job's context was cancelled.
 func TestCloseCancelsBackground(t *testing.T) {
 	ctx := context.Background()
-	srv := fakellm.Start(fakellm.WithHandler(func(r fakellm.Request) fakellm.Reply {
-		rep := fakellm.DefaultReply(r)
-		rep.Delay = 30 * time.Second
-		return rep
-	}))
-	defer srv.Close()
+	g := newGated()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "m.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	m, err := mneme.Open(ctx, mneme.Config{Store: st, Policy: observePolicy(), Buffer: true,
-		Summarizer: compact.LLMConfig{URL: srv.URL(), Model: summarizerModel}})
+	m, err := mneme.Open(ctx, mneme.Config{Store: st, Policy: observePolicy(), Buffer: true, Compactor: g})
 	if err != nil {
 		t.Fatal(err)
 	}
 	th := m.Thread("default", "close")
 	begin(ctx, t, th)
-	for n := 1; n <= 40 && len(srv.Requests()) == 0; n++ {
+	for n := 1; g.heldCall() == ""; n++ {
+		if n > 200 {
+			t.Fatal("no background job started")
+		}
 		if _, err := step(ctx, th, n, mneme.WindowOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	if len(srv.Requests()) == 0 {
-		t.Fatal("no background job started")
-	}
-	start := time.Now()
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("Close took %v: the job was not cancelled", d)
+	if n := g.cancelled.Load(); n != 1 {
+		t.Fatalf("%d summarizer calls saw their context cancelled, want the one held", n)
+	}
+	if m.RunningJobs() != 0 {
+		t.Fatalf("Close returned with %d jobs running", m.RunningJobs())
 	}
 }
 
