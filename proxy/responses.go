@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/recall"
+	"github.com/mnemehq/mneme/store"
 )
 
 // The OpenAI Responses API (POST /v1/responses), managed like the other two
@@ -27,6 +29,7 @@ import (
 // rounds of one answer share (usage, the items the client has seen).
 type responsesDialect struct {
 	p *Proxy
+	r *http.Request // the client's request: its tenant and thread header
 
 	// id is the Mneme id of the response being made; set once the thread
 	// and position are known.
@@ -46,7 +49,9 @@ type responsesDialect struct {
 	round      int
 }
 
-func (p *Proxy) newResponsesDialect() *responsesDialect { return &responsesDialect{p: p} }
+func (p *Proxy) newResponsesDialect(r *http.Request) *responsesDialect {
+	return &responsesDialect{p: p, r: r}
+}
 
 func (d *responsesDialect) api() API     { return OpenAI }
 func (d *responsesDialect) path() string { return "/v1/responses" }
@@ -82,7 +87,101 @@ func (d *responsesDialect) messages(req *object) ([]message.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(msgs, in...), nil
+	msgs = append(msgs, in...)
+	if d.r != nil && !d.continues(req) && hasItemReference(msgs) {
+		if err := d.resolveReferences(msgs); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, nil
+}
+
+func hasItemReference(msgs []message.Message) bool {
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == message.Opaque && p.Wire.Type == "item_reference" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resolveReferences replaces the item references of a resent history by
+// the items the thread's log holds under those ids: a client with store
+// on (the Vercel AI SDK's default) sends earlier output items by id only,
+// and Mneme recorded them. References the log does not hold stay, for the
+// upstream to resolve.
+func (d *responsesDialect) resolveReferences(msgs []message.Message) error {
+	ctx := d.r.Context()
+	tenant := TenantOf(ctx)
+	id := d.r.Header.Get(HeaderThread)
+	if id == "" {
+		id = d.r.Header.Get(HeaderThreadAlt)
+	}
+	if id == "" {
+		id = DeriveThreadID(tenant, msgs)
+	}
+	if store.CheckScope(tenant, id) != nil {
+		return nil
+	}
+	evs, err := d.p.store.Load(ctx, tenant, id, 1, 0)
+	if err != nil {
+		return err
+	}
+	items := map[string][]message.Part{} // item id -> its parts
+	for _, ev := range evs {
+		if ev.Kind != store.KindMessage || ev.Message == nil || ev.Message.Role != message.Assistant {
+			continue
+		}
+		var cur string
+		for _, p := range ev.Message.Parts {
+			switch {
+			case p.Wire.Form == "part" && cur != "":
+				items[cur] = append(items[cur], p)
+				continue
+			case p.Wire.Item != nil:
+				cur = rawString(p.Wire.Item["id"])
+			case p.Wire.Extra != nil:
+				cur = rawString(p.Wire.Extra["id"])
+			default:
+				cur = ""
+			}
+			if cur != "" {
+				items[cur] = append(items[cur], p)
+			}
+		}
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		var parts []message.Part
+		changed := false
+		for _, p := range m.Parts {
+			if p.Type == message.Opaque && p.Wire.Type == "item_reference" {
+				var ref struct {
+					ID string `json:"id"`
+				}
+				if json.Unmarshal(p.Raw, &ref) == nil && items[ref.ID] != nil {
+					parts = append(parts, items[ref.ID]...)
+					changed = true
+					continue
+				}
+			}
+			parts = append(parts, p)
+		}
+		if changed {
+			m.Parts = parts
+		}
+	}
+	return nil
+}
+
+func rawString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 func (d *responsesDialect) build(req *object, win []message.Message, recall bool) ([]byte, error) {

@@ -373,7 +373,7 @@ func isUpgrade(r *http.Request) bool {
 func (p *Proxy) serveResponses(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost:
-		p.serveChat(w, r, p.newResponsesDialect())
+		p.serveChat(w, r, p.newResponsesDialect(r))
 	case isUpgrade(r):
 		refuseUpgrade(w)
 	default:

@@ -538,3 +538,45 @@ func responsesBodies(t testing.TB, h *harness, path string) []map[string]any {
 	}
 	return out
 }
+
+// A client with store on (the Vercel AI SDK's default) resends earlier
+// output items as item references: Mneme resolves them from its log, so
+// the thread goes on (no branch) and the upstream gets the items whole.
+func TestResponsesItemReferences(t *testing.T) {
+	h := startServer(t, harnessOpts{})
+	client := openAIClient(h)
+	h.llm.Enqueue(
+		fakellm.Reply{Text: "Let me look.", ToolCalls: []fakellm.ToolCall{{ID: "call_1", Name: "read_file", Arguments: `{"arg":"a"}`}}},
+		fakellm.Reply{Text: "Done."},
+	)
+	history := []string{`{"role":"user","content":"Read a."}`}
+	send := func() *responses.Response {
+		var input responses.ResponseInputParam
+		for _, it := range history {
+			input = append(input, asInput(it))
+		}
+		r, _ := callResponses(t, client, responses.ResponseNewParams{Model: "gpt-4o-mini", Tools: responsesTools(),
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}}, false)
+		return r
+	}
+	r1 := send()
+	for _, it := range r1.Output {
+		history = append(history, fmt.Sprintf(`{"type":"item_reference","id":%q}`, it.ID))
+	}
+	history = append(history, `{"type":"function_call_output","call_id":"call_1","output":"contents of a"}`)
+	h.llm.Reset() // the upstream no longer holds r1's items: only Mneme can resolve them
+	h.llm.Enqueue(fakellm.Reply{Text: "Done."})
+	if r2 := send(); r2.OutputText() != "Done." {
+		t.Fatalf("r2: %s", r2.RawJSON())
+	}
+	if reqs := h.llm.Requests(); len(reqs) != 1 || bytes.Contains(reqs[0].Body, []byte("item_reference")) {
+		t.Fatalf("the upstream got item references: %d requests", len(reqs))
+	}
+	threads := h.threads(t, "default")
+	if len(threads) != 1 {
+		t.Fatalf("threads %v: the resolved history did not continue the thread", threads)
+	}
+	equalLines(t, "log", summary(h.messages(t, "default", threads[0])), []string{
+		"user:Read a.", `assistant:Let me look.[call read_file {"arg":"a"}]`, "tool:[result contents of a]", "assistant:Done.",
+	})
+}
