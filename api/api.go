@@ -122,6 +122,7 @@ func (a *API) routes() []route {
 		{"GET", "/api/threads/{id}/policy", a.getPolicy},
 		{"PUT", "/api/threads/{id}/policy", a.putPolicy},
 		{"POST", "/api/threads/{id}/compact", a.compact},
+		{"POST", "/api/threads/{id}/fork", a.fork},
 		{"GET", "/api/search", a.search},
 		{"GET", "/api/read/{ref}", a.read},
 		{"GET", "/api/memory", a.searchMemory},
@@ -279,6 +280,21 @@ type Deleted struct {
 // CompactResult is POST /api/threads/{id}/compact.
 type CompactResult struct {
 	Usage mneme.Usage `json:"usage"`
+}
+
+// ForkRequest is the body of POST /api/threads/{id}/fork.
+type ForkRequest struct {
+	// ThroughSeq: the branch holds the thread's events up to this seq (0:
+	// all of them).
+	ThroughSeq int64 `json:"through_seq,omitempty"`
+	// ID names the branch; empty: derived from the thread and the seq.
+	ID string `json:"id,omitempty"`
+}
+
+// Forked answers POST /api/threads/{id}/fork.
+type Forked struct {
+	ID         string `json:"id"`
+	ForkedFrom string `json:"forked_from"`
 }
 
 // ---- helpers ----------------------------------------------------------
@@ -678,6 +694,37 @@ func (a *API) compact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, CompactResult{Usage: win.Usage})
+}
+
+// fork starts a branch of the thread (mneme.Thread.Fork).
+func (a *API) fork(w http.ResponseWriter, r *http.Request) {
+	tenant, id, _, err := a.thread(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var req ForkRequest
+	body, err := readBody(w, r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	d := json.NewDecoder(strings.NewReader(string(body)))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&req); err != nil {
+		a.fail(w, r, fmt.Errorf("%w: %w", errBadRequest, err))
+		return
+	}
+	if req.ThroughSeq < 0 {
+		a.fail(w, r, fmt.Errorf("%w: through_seq must not be negative", errBadRequest))
+		return
+	}
+	child, err := a.m.Thread(tenant, id).Fork(r.Context(), req.ThroughSeq, req.ID)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, Forked{ID: child.ID(), ForkedFrom: id})
 }
 
 // ---- archive ----------------------------------------------------------

@@ -377,3 +377,48 @@ func TestIdentityAtScale(t *testing.T) {
 		})
 	}
 }
+
+// TestForkRoute: the JSON API starts branches.
+func TestForkRoute(t *testing.T) {
+	r := startRig(t, rigOpts{})
+	oa := "/v1/chat/completions"
+	if s, _, b := r.do(t, "POST", oa, "", chatBody("user", "U1"), proxy.HeaderThread, "src"); s != 200 {
+		t.Fatalf("%d %s", s, b)
+	}
+	if s, _, b := r.do(t, "POST", oa, "", chatBody("user", "U1", "assistant", "ok: U1", "user", "U2"), proxy.HeaderThread, "src"); s != 200 {
+		t.Fatalf("%d %s", s, b)
+	}
+	evs, err := r.st.Load(context.Background(), "default", "src", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var through int64 // the first reply
+	for _, ev := range evs {
+		if ev.Message != nil && ev.Message.Role == "assistant" && through == 0 {
+			through = ev.Seq
+		}
+	}
+	s, _, b := r.do(t, "POST", "/api/threads/src/fork", "", fmt.Sprintf(`{"through_seq":%d,"id":"copy"}`, through))
+	if s != http.StatusCreated || !strings.Contains(string(b), `"id":"copy"`) || !strings.Contains(string(b), `"forked_from":"src"`) {
+		t.Fatalf("fork: %d %s", s, b)
+	}
+	equalLines(t, "branch", summary(r.messagesOf(t, "default", "copy")), []string{"user:U1", "assistant:ok: U1"})
+	for _, tc := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/api/threads/src/fork", `{"id":"copy"}`, http.StatusConflict},
+		{"/api/threads/src/fork", `{"through_seq":99}`, http.StatusBadRequest},
+		{"/api/threads/src/fork", `{"through_seq":-1}`, http.StatusBadRequest},
+		{"/api/threads/src/fork", `{"nope":1}`, http.StatusBadRequest},
+		{"/api/threads/missing/fork", `{}`, http.StatusNotFound},
+	} {
+		if s, _, b := r.do(t, "POST", tc.path, "", tc.body); s != tc.status {
+			t.Errorf("%s %s: %d %s, want %d", tc.path, tc.body, s, b, tc.status)
+		}
+	}
+	// The whole thread, with a derived id.
+	if s, _, b := r.do(t, "POST", "/api/threads/src/fork", "", `{}`); s != http.StatusCreated {
+		t.Errorf("fork of the whole log: %d %s", s, b)
+	}
+}
