@@ -212,7 +212,7 @@ func (t *Thread) AppendHistory(ctx context.Context, msgs []message.Message, o Hi
 				through = have[k-1].last
 			}
 			t.m.unlock(ts)
-			child := t.m.Thread(cur.tenant, branchID(cur.id, in[:k+1]))
+			child := t.m.Thread(cur.tenant, branchID(cur.id, append(in[:k:k], headUnit(msgs, in[k]))))
 			if err := child.startBranch(ctx, cur.id, through); err != nil {
 				if errors.Is(err, errParentGone) {
 					cur, parent = t, "" // the parent went away: begin again
@@ -716,8 +716,9 @@ func (x *Turn) recordRerun(ctx context.Context, msgs []message.Message) ([]store
 	units := proj.units
 	k := len(re.prefix)
 	key := append(append([]unit(nil), re.prefix...), endUnit)
+	next := endUnit
 	if len(units) > k {
-		key[k] = units[k]
+		next, key[k] = units[k], headUnit(all, units[k])
 	}
 	p := re.parent
 	// The parent already goes on with this reply: nothing to write.
@@ -732,7 +733,7 @@ func (x *Turn) recordRerun(ctx context.Context, msgs []message.Message) ([]store
 		}
 	}
 	have := ts.proj.result()
-	same := len(have) > k && have[k].h == key[k].h
+	same := len(have) > k && have[k].h == next.h
 	ts.mu.Unlock()
 	if same {
 		return nil, nil

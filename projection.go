@@ -345,9 +345,9 @@ func requestProjection(msgs []message.Message) projector {
 }
 
 // branchID names the branch of thread id whose history diverges from it
-// with the units pre (the common prefix and the first unit that differs).
-// Siblings diverging at one point differ in that unit, so each is a child
-// of the thread, never of one another.
+// with the units pre (the common prefix, then the first message of the
+// step that differs). Siblings diverging at one point differ there, so
+// each is a child of the thread, never of one another.
 func branchID(id string, pre []unit) string {
 	h := sha256.New()
 	for _, u := range pre {
@@ -359,6 +359,14 @@ func branchID(id string, pre []unit) string {
 		id = "f-" + hex.EncodeToString(s[:12])
 	}
 	return id + suffix
+}
+
+// headUnit is the unit of the first message of u alone: a branch is keyed
+// by it, not by the whole step, so that a branch whose last step grows (a
+// harness adds a tool call to a reply) is found again.
+func headUnit(msgs []message.Message, u unit) unit {
+	b, pend := canonParts([]byte{u.kind}, nil, msgs[u.first].Parts)
+	return unit{h: sum(flushText(b, pend)), kind: u.kind, first: u.first, last: u.first}
 }
 
 // DeriveThreadID returns the id of a thread whose client names none: a
