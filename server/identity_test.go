@@ -422,3 +422,48 @@ func TestForkRoute(t *testing.T) {
 		t.Errorf("fork of the whole log: %d %s", s, b)
 	}
 }
+
+// TestReencodedHistoriesDoNotFork: the same conversation resent in
+// another spelling (both APIs) lands on the same thread.
+func TestReencodedHistoriesDoNotFork(t *testing.T) {
+	r := startRig(t, rigOpts{llmOpts: []fakellm.Option{fakellm.WithHandler(func(q fakellm.Request) fakellm.Reply {
+		if q.LastUserText == "use the tool" && !strings.Contains(string(q.Body), "tool_result") && !strings.Contains(string(q.Body), `"role":"tool"`) {
+			return fakellm.Reply{Text: "Looking.", ToolCalls: []fakellm.ToolCall{{ID: "tc1", Name: "grep", Arguments: `{"b":2,"a":1}`}}}
+		}
+		return fakellm.Reply{Text: "ok: " + q.LastUserText}
+	})}})
+	for _, tc := range []struct {
+		api, path string
+		first     string
+		next      []string // re-encodings of the history after the first reply, each plus a new user message
+	}{
+		{"openai", "/v1/chat/completions",
+			`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"s"},{"role":"user","content":"use the tool"}]}`,
+			[]string{
+				`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"s"},{"role":"user","content":"use the tool"},{"role":"assistant","content":"Looking.","tool_calls":[{"id":"tc1","type":"function","function":{"name":"grep","arguments":"{\"b\":2,\"a\":1}"}}]},{"role":"tool","tool_call_id":"tc1","content":"r"},{"role":"user","content":"n1"}]}`,
+				`{"messages":[{"content":[{"type":"text","text":"s"}],"role":"system"},{"role":"user","content":[{"type":"text","text":"use "},{"type":"text","text":"the tool"}]},{"tool_calls":[{"type":"function","id":"tc1","function":{"arguments":"{ \"a\": 1, \"b\": 2 }","name":"grep"}}],"refusal":null,"annotations":[],"role":"assistant","content":[{"type":"text","text":"Looking."}]},{"content":[{"type":"text","text":"r"}],"tool_call_id":"tc1","role":"tool"},{"role":"user","content":"n1"},{"role":"assistant","content":"ok: n1","refusal":null},{"role":"user","content":"n2"}],"model":"gpt-4o-mini"}`,
+			}},
+		{"anthropic", "/v1/messages",
+			`{"model":"claude-sonnet-4-5","max_tokens":100,"system":"s","messages":[{"role":"user","content":"use the tool"}]}`,
+			[]string{
+				`{"model":"claude-sonnet-4-5","max_tokens":100,"system":"s","messages":[{"role":"user","content":"use the tool"},{"role":"assistant","content":[{"type":"text","text":"Looking."},{"type":"tool_use","id":"tc1","name":"grep","input":{"b":2,"a":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"tc1","content":"r"}]},{"role":"user","content":"n1"}]}`,
+				`{"max_tokens":100,"system":[{"type":"text","text":"s"}],"messages":[{"content":[{"type":"text","text":"use the tool"}],"role":"user"},{"role":"assistant","content":[{"text":"Looking.","type":"text"},{"input":{"a":1,"b":2},"name":"grep","id":"tc1","type":"tool_use"}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"tc1","content":[{"type":"text","text":"r"}]}]},{"role":"user","content":"n1"},{"role":"assistant","content":[{"type":"text","text":"ok: n1"}]},{"role":"user","content":"n2"}],"model":"claude-sonnet-4-5"}`,
+			}},
+	} {
+		t.Run(tc.api, func(t *testing.T) {
+			thread := "reenc-" + tc.api
+			if s, _, b := r.do(t, "POST", tc.path, "", tc.first, proxy.HeaderThread, thread); s != 200 {
+				t.Fatalf("%d %s", s, b)
+			}
+			for i, body := range tc.next {
+				s, h, b := r.do(t, "POST", tc.path, "", body, proxy.HeaderThread, thread)
+				if s != 200 || h.Get(proxy.HeaderThread) != thread || h.Get(proxy.HeaderForkedFrom) != "" {
+					t.Fatalf("re-encoding %d: %d thread %s forked from %q: %s", i, s, h.Get(proxy.HeaderThread), h.Get(proxy.HeaderForkedFrom), b)
+				}
+			}
+			if n := len(r.messagesOf(t, "default", thread)); n != 8 { // s, use, call, result, n1, ok: n1, n2, ok: n2: nothing doubled
+				t.Errorf("%d messages: %q", n, summary(r.messagesOf(t, "default", thread)))
+			}
+		})
+	}
+}
