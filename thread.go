@@ -277,7 +277,10 @@ func (t *Thread) appendLocked(ctx context.Context, ts *threadState, msgs []messa
 			m.Time = at
 		}
 		ref := store.NewRef()
-		evs[i] = store.Event{Kind: store.KindMessage, At: m.Time, Ref: ref, Message: &m, Tokens: ts.sz.Message(ref, m)}
+		// Counted by content (key ""), not by the new ref: the same message
+		// in another thread (a shared system prompt, a resent history
+		// starting a new thread or branch) is counted once per process.
+		evs[i] = store.Event{Kind: store.KindMessage, At: m.Time, Ref: ref, Message: &m, Tokens: ts.sz.Message("", m)}
 	}
 	var replan func() ([]store.Event, error)
 	if strict {
