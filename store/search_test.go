@@ -18,22 +18,42 @@ func TestParseQuery(t *testing.T) {
 		want []term
 	}{
 		{"refund", []term{{"refund", "refund", false, false}}},
-		{"Refund  POLICY", []term{{"Refund", "refund", false, false}, {"POLICY", "policy", false, false}}},
+		{"Refund  POLICY", []term{{"Refund", "refund", false, false}, {"POLICY", "polici", false, false}}},
 		{"INV-4401", []term{{"INV-4401", "inv 4401", true, true}}},
 		{"(INV-4401),", []term{{"INV-4401", "inv 4401", true, true}}},
-		{"trace_id=checkout-failure-2026-03-15", []term{{"trace_id=checkout-failure-2026-03-15", "trace id checkout failure 2026 03 15", true, true}}},
+		{"trace_id=checkout-failure-2026-03-15", []term{{"trace_id=checkout-failure-2026-03-15", "trace id checkout failur 2026 03 15", true, true}}},
 		{"src/app/main.go", []term{{"src/app/main.go", "src app main go", true, true}}},
 		{"v2", []term{{"v2", "v2", true, true}}},
 		{"2026", []term{{"2026", "2026", false, false}}},
-		{`"checkout failure"`, []term{{"checkout failure", "checkout failure", true, false}}},
+		{`"checkout failure"`, []term{{"checkout failure", "checkout failur", true, false}}},
 		{`"INV-4401"`, []term{{"INV-4401", "inv 4401", true, true}}},
-		{`"unbalanced words`, []term{{"unbalanced", "unbalanced", false, false}, {"words", "words", false, false}}},
-		{`AND OR NOT NEAR`, []term{{"AND", "and", false, false}, {"OR", "or", false, false}, {"NOT", "not", false, false}, {"NEAR", "near", false, false}}},
+		{`"unbalanced words`, []term{{"unbalanced", "unbalanc", false, false}, {"words", "word", false, false}}},
+		{`AND OR NOT NEAR`, []term{{"NEAR", "near", false, false}}},
+		{`and or not`, []term{{"and", "and", false, false}, {"or", "or", false, false}, {"not", "not", false, false}}},
 		{`* ^ ( ) "" - _ .`, nil},
 		{"dup dup DUP", []term{{"dup", "dup", false, false}}},
 		{"", nil},
 		{"讨论预算 🚀", []term{{"讨论预算", "讨论预算", false, false}}},
 		{"\xff\xfeabc", []term{{"abc", "abc", false, false}}},
+		// Possessives, stopwords, stems.
+		{"What is Caroline's job?", []term{{"Caroline", "carolin", false, false}, {"job", "job", false, false}}},
+		{"Caroline’s painting", []term{{"Caroline", "carolin", false, false}, {"painting", "paint", false, false}}},
+		// Not identifiers: words.
+		{"8th", []term{{"8th", "8th", false, false}}},
+		{"1990s", []term{{"1990s", "1990s", false, false}}},
+		{"self-portrait", []term{{"self-portrait", "self portrait", false, false}, {"self", "self", false, false}, {"portrait", "portrait", false, false}}},
+		{"U.S", []term{{"U", "u", false, false}}},
+		{"artists/bands", []term{{"artists/bands", "artist band", false, false}, {"artists", "artist", false, false}, {"bands", "band", false, false}}},
+		{"8th-grade", []term{{"8th-grade", "8th grade", false, false}, {"8th", "8th", false, false}, {"grade", "grade", false, false}}},
+		// A title in a sentence: a phrase that ranks, and its words.
+		{`read "Becoming Nicole"`, []term{{"Becoming Nicole", "becom nicol", false, false}, {"read", "read", false, false}, {"Becoming", "becom", false, false}, {"Nicole", "nicol", false, false}}},
+		// Identifiers.
+		{"E1234", []term{{"E1234", "e1234", true, true}}},
+		{"0x1f", []term{{"0x1f", "0x1f", true, true}}},
+		{"src/shop/checkout.go", []term{{"src/shop/checkout.go", "src shop checkout go", true, true}}},
+		{"gpt-4", []term{{"gpt-4", "gpt 4", true, true}}},
+		{"example.com", []term{{"example.com", "exampl com", true, true}}},
+		{"lookup_invoice", []term{{"lookup_invoice", "lookup invoic", true, true}}},
 	}
 	for _, c := range cases {
 		q, err := ParseQuery(c.q)
@@ -78,11 +98,12 @@ func TestParseQueryLimits(t *testing.T) {
 
 func TestFTS5(t *testing.T) {
 	cases := []struct{ q, want string }{
-		{"refund policy", `"refund" OR "policy"`},
+		{"refund policy", `"refund" OR "polici"`},
 		{"INV-4401", `"inv 4401"`},
 		{"INV-4401 src/main.go", `"inv 4401" AND "src main go"`},
 		{"INV-4401 refund", `"inv 4401" AND ("inv 4401" OR "refund")`},
-		{`"a b" OR c`, `"a b" AND ("a b" OR "or" OR "c")`},
+		{`"a b" "c"`, `"a b" AND "c"`},
+		{`"a b" OR c`, `"a b" OR "c" OR "b"`},
 	}
 	for _, c := range cases {
 		q, _ := ParseQuery(c.q)
@@ -159,6 +180,7 @@ func TestSnippet(t *testing.T) {
 		{"checkout failure", "checkout\n\nfailure   again", "«checkout» «failure» again"},
 		{`"checkout failure"`, "a checkout failure b", "a «checkout failure» b"},
 		{"zebra", "no match here", "no match here"},
+		{"painting Caroline", "Caroline's sister painted it", "«Caroline»'s sister «painted» it"},
 		{"needle", long + "the needle is here" + long, "…"},
 	}
 	for _, c := range cases {
@@ -225,5 +247,23 @@ func TestFilter(t *testing.T) {
 	}
 	if _, err := CompileFilter(map[string]any{"ch": make(chan int)}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("unencodable filter: %v", err)
+	}
+}
+
+func TestRank(t *testing.T) {
+	q, _ := ParseQuery("refund invoice")
+	docs := [][]string{IndexTerms("lunch"), IndexTerms("refund"), IndexTerms("refund the invoice"), IndexTerms("invoice")}
+	got := q.Rank(docs, 10)
+	if len(got) != 3 || got[0].Index != 2 {
+		t.Fatalf("Rank = %+v; want 3 hits, doc 2 first", got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Score > got[i-1].Score || got[i].Score <= 0 {
+			t.Errorf("Rank = %+v: not best first, or a score not positive", got)
+		}
+	}
+	req, _ := ParseQuery("INV-4401 refund")
+	if got := req.Rank([][]string{IndexTerms("refund"), IndexTerms("INV 4401 refund")}, 2); len(got) != 1 || got[0].Index != 1 {
+		t.Errorf("Rank with a required term = %+v; want doc 1 only", got)
 	}
 }

@@ -30,9 +30,6 @@ type Store struct {
 type tenant struct {
 	threads  map[string]*thread
 	refs     map[string]refLoc
-	docs     map[docID]*doc
-	postings map[string]map[docID]int // token → doc → term frequency
-	totalLen int
 	memories map[string]*store.Memory // JoinNamespace(ns) + "\x00" + key
 }
 
@@ -46,9 +43,13 @@ type refLoc struct {
 	seq    int64
 }
 
+// thread holds its own archive index, so that searching it costs what it
+// holds, whatever else the store holds.
 type thread struct {
-	info   store.ThreadInfo
-	events []storedEvent // events[i].Seq == i+1
+	info     store.ThreadInfo
+	events   []storedEvent // events[i].Seq == i+1
+	docs     map[int64]*doc
+	postings map[string]map[int64]int // term → seq → term frequency
 	// The window snapshot (snapshot.go), gone with the thread.
 	snapSeq int64
 	snap    []byte
@@ -65,8 +66,8 @@ type storedEvent struct {
 }
 
 type doc struct {
-	tokens []string
-	text   string
+	terms []string // store.IndexTerms(text)
+	text  string   // store.SearchText
 }
 
 // New returns an empty store.
@@ -93,8 +94,6 @@ func (s *Store) tenant(name string, create bool) *tenant {
 		t = &tenant{
 			threads:  map[string]*thread{},
 			refs:     map[string]refLoc{},
-			docs:     map[docID]*doc{},
-			postings: map[string]map[docID]int{},
 			memories: map[string]*store.Memory{},
 		}
 		s.tenants[name] = t
@@ -178,7 +177,7 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 		}
 	}
 	if th == nil {
-		th = &thread{info: store.ThreadInfo{ID: threadID, Created: now}}
+		th = &thread{info: store.ThreadInfo{ID: threadID, Created: now}, docs: map[int64]*doc{}, postings: map[string]map[int64]int{}}
 		t.threads[threadID] = th
 	}
 	out := make([]store.Event, len(prepared))
@@ -189,7 +188,7 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 			se.tool = store.ToolOf(*m, func(id string) string { return findCall(th, prepared[:i], evs[:i], id) })
 			th.info.Messages++
 			th.info.Tokens += int64(se.ev.Tokens)
-			t.index(docID{threadID, se.ev.Seq}, m.PlainText())
+			th.index(se.ev.Seq, store.SearchText(*m, se.ev.At))
 		}
 		if se.ev.Ref != "" {
 			t.refs[se.ev.Ref] = refLoc{threadID, se.ev.Seq}
@@ -241,35 +240,17 @@ func (se storedEvent) event() store.Event {
 	return ev
 }
 
-func (t *tenant) index(id docID, text string) {
-	toks := store.Tokenize(text)
-	t.docs[id] = &doc{tokens: toks, text: text}
-	t.totalLen += len(toks)
-	for _, tok := range toks {
-		p := t.postings[tok]
+func (th *thread) index(seq int64, text string) {
+	terms := store.IndexTerms(text)
+	th.docs[seq] = &doc{terms: terms, text: text}
+	for _, term := range terms {
+		p := th.postings[term]
 		if p == nil {
-			p = map[docID]int{}
-			t.postings[tok] = p
+			p = map[int64]int{}
+			th.postings[term] = p
 		}
-		p[id]++
+		p[seq]++
 	}
-}
-
-func (t *tenant) unindex(id docID) {
-	d := t.docs[id]
-	if d == nil {
-		return
-	}
-	for _, tok := range d.tokens {
-		if p := t.postings[tok]; p != nil {
-			delete(p, id)
-			if len(p) == 0 {
-				delete(t.postings, tok)
-			}
-		}
-	}
-	t.totalLen -= len(d.tokens)
-	delete(t.docs, id)
 }
 
 // Load implements store.Log.
@@ -413,7 +394,6 @@ func (s *Store) DeleteThread(ctx context.Context, tenantID, threadID string) err
 		if se.ev.Ref != "" {
 			delete(t.refs, se.ev.Ref)
 		}
-		t.unindex(docID{threadID, se.ev.Seq})
 	}
 	delete(t.threads, threadID)
 	return nil

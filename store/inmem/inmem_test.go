@@ -11,3 +11,7 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return inmem.New() })
 }
+
+func TestLoCoMoSearch(t *testing.T) {
+	storetest.LoCoMoSearch(t, memory.New())
+}

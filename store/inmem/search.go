@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,8 +14,10 @@ import (
 
 const maxLimit = 1000
 
-// Search implements store.Archive: BM25 over the tenant's own documents (the
-// statistics are per tenant, so scores reveal nothing of other tenants).
+// Search implements store.Archive: BM25 (store.ParsedQuery.Rank) over the
+// searched thread's own index, or every thread of the tenant, with the
+// statistics of that scope: the cost is that of the scope, and scores
+// reveal nothing of other tenants.
 func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery) ([]store.Hit, error) {
 	if err := store.CheckSearch(tenantID, q); err != nil {
 		return nil, err
@@ -35,118 +38,83 @@ func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery
 		return nil, errClosed
 	}
 	t := s.tenants[tenantID]
-	if t == nil || len(t.docs) == 0 {
+	if t == nil {
 		return nil, nil
 	}
-	N := len(t.docs)
-	avgdl := float64(t.totalLen) / float64(N)
-	termDocs := make([]map[docID]int, len(pq.Terms))
-	for i, term := range pq.Terms {
-		termDocs[i] = t.phraseDocs(term.Tokens)
+	var scope []*thread
+	if q.Thread != "" {
+		if th := t.threads[q.Thread]; th != nil {
+			scope = append(scope, th)
+		}
+	} else {
+		for _, th := range t.threads {
+			scope = append(scope, th)
+		}
+		sort.Slice(scope, func(i, j int) bool { return scope[i].info.ID < scope[j].info.ID })
 	}
-	candidates := map[docID]bool{}
-	hasReq := len(pq.Required()) > 0
-	for i, term := range pq.Terms {
-		if term.Required || !hasReq {
-			for id := range termDocs[i] {
-				candidates[id] = true
-			}
-			if hasReq {
-				break // every hit contains the first required term
+	type cand struct {
+		th  *thread
+		seq int64
+	}
+	var (
+		cands []cand
+		docs  [][]string
+		n     int
+	)
+	for _, th := range scope {
+		n += len(th.docs)
+		seqs := map[int64]bool{}
+		for _, term := range pq.Terms {
+			for seq := range th.postings[term.Tokens[0]] {
+				if !seqs[seq] && (len(term.Tokens) == 1 || store.PhraseCount(th.docs[seq].terms, term.Tokens) > 0) {
+					seqs[seq] = true
+				}
 			}
 		}
-	}
-	type scored struct {
-		id    docID
-		score float64
-	}
-	var found []scored
-	for id := range candidates {
-		ok := true
-		for i, term := range pq.Terms {
-			if term.Required && termDocs[i][id] == 0 {
-				ok = false
-				break
+		sorted := make([]int64, 0, len(seqs))
+		for seq := range seqs {
+			if keep(q, th.events[seq-1]) {
+				sorted = append(sorted, seq)
 			}
 		}
-		d := t.docs[id]
-		if !ok || !pq.MatchesVerbatim(d.text) {
+		slices.Sort(sorted)
+		for _, seq := range sorted {
+			cands = append(cands, cand{th, seq})
+			docs = append(docs, th.docs[seq].terms)
+		}
+	}
+	var hits []store.Hit
+	for _, r := range pq.Rank(docs, n) {
+		if len(hits) == limit {
+			break
+		}
+		c := cands[r.Index]
+		d := c.th.docs[c.seq]
+		if !pq.MatchesVerbatim(d.text) {
 			continue
 		}
-		se := t.threads[id.thread].events[id.seq-1]
-		if !keep(q, id, se) {
-			continue
-		}
-		var score float64
-		for i := range pq.Terms {
-			score += store.BM25(termDocs[i][id], len(d.tokens), len(termDocs[i]), N, avgdl)
-		}
-		found = append(found, scored{id, score})
-	}
-	sort.Slice(found, func(i, j int) bool {
-		a, b := found[i], found[j]
-		if a.score != b.score {
-			return a.score > b.score
-		}
-		if a.id.thread != b.id.thread {
-			return a.id.thread < b.id.thread
-		}
-		return a.id.seq < b.id.seq
-	})
-	if len(found) > limit {
-		found = found[:limit]
-	}
-	hits := make([]store.Hit, len(found))
-	for i, f := range found {
-		se := t.threads[f.id.thread].events[f.id.seq-1]
-		hits[i] = store.Hit{
-			Thread: f.id.thread, Ref: se.ev.Ref, Seq: se.ev.Seq,
+		se := c.th.events[c.seq-1]
+		hits = append(hits, store.Hit{
+			Thread: c.th.info.ID, Ref: se.ev.Ref, Seq: se.ev.Seq,
 			Role: se.role, Tool: se.tool, At: se.ev.At,
-			Snippet: store.Snippet(t.docs[f.id].text, pq, 0),
-			Score:   f.score,
-		}
+			Snippet: store.Snippet(d.text, pq, 0),
+			Score:   r.Score,
+		})
 	}
 	return hits, nil
 }
 
-func keep(q store.SearchQuery, id docID, se storedEvent) bool {
+func keep(q store.SearchQuery, se storedEvent) bool {
 	switch {
-	case q.Thread != "" && id.thread != q.Thread,
-		q.Role != "" && se.role != q.Role,
+	case q.Role != "" && se.role != q.Role,
 		q.Tool != "" && se.tool != q.Tool,
-		q.FromSeq > 0 && id.seq < q.FromSeq,
-		q.ToSeq > 0 && id.seq > q.ToSeq,
+		q.FromSeq > 0 && se.ev.Seq < q.FromSeq,
+		q.ToSeq > 0 && se.ev.Seq > q.ToSeq,
 		!q.Since.IsZero() && se.ev.At.Before(q.Since),
 		!q.Until.IsZero() && se.ev.At.After(q.Until):
 		return false
 	}
 	return true
-}
-
-// phraseDocs returns, for every document containing the phrase, how many
-// times it does.
-func (t *tenant) phraseDocs(phrase []string) map[docID]int {
-	first := t.postings[phrase[0]]
-	if len(phrase) == 1 {
-		return first
-	}
-	out := map[docID]int{}
-	for id := range first {
-		all := true
-		for _, tok := range phrase[1:] {
-			if t.postings[tok][id] == 0 {
-				all = false
-				break
-			}
-		}
-		if !all {
-			continue
-		}
-		if n := store.PhraseCount(t.docs[id].tokens, phrase); n > 0 {
-			out[id] = n
-		}
-	}
-	return out
 }
 
 func memKey(ns []string, key string) string { return store.JoinNamespace(ns) + "\x00" + key }
@@ -316,7 +284,7 @@ func rankMemories(items []store.Memory, pq store.ParsedQuery) []store.Memory {
 	total := 0
 	for i, it := range items {
 		texts[i] = store.MemoryText(it.Key, it.Value)
-		toks[i] = store.Tokenize(texts[i])
+		toks[i] = store.IndexTerms(texts[i])
 		total += len(toks[i])
 	}
 	N := len(items)

@@ -52,7 +52,7 @@ func encode(ev store.Event, seq int64, now time.Time) (row, error) {
 			return row{}, err
 		}
 		r.json = &js
-		r.terms, r.lossy = indexTerms(r.msg.PlainText())
+		r.terms, r.lossy = indexTerms(store.SearchText(*r.msg, r.ev.At))
 	}
 	if len(ev.Data) > 0 {
 		d := string(ev.Data)
@@ -80,7 +80,7 @@ func (r row) ref() *string {
 // values are the row's columns in insertCols order.
 func (r row) values(tenant, thread string) []any {
 	return []any{tenant, thread, r.ev.Seq, string(r.ev.Kind), store.Nanos(r.ev.At), r.ref(), r.role(), r.tool,
-		r.ev.Tokens, r.json, r.data, r.terms, r.lossy}
+		r.ev.Tokens, r.json, r.data, r.indexed(tenant, thread), r.lossy}
 }
 
 var insertCols = []string{"tenant", "thread", "seq", "kind", "at", "ref", "role", "tool", "tokens", "message", "data", "terms", "lossy"}

@@ -187,3 +187,7 @@ func TestLossyDocument(t *testing.T) {
 		}
 	}
 }
+
+func TestLoCoMoSearch(t *testing.T) {
+	storetest.LoCoMoSearch(t, open(t))
+}

@@ -2,11 +2,15 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
 )
 
 // migrations are the schema versions, applied in order at Open, each in its
@@ -33,6 +37,11 @@ import (
 // attribute them to, so they are dropped: the background indexer embeds
 // their events again. (Before it, no caller could write them through
 // store.Vectors.)
+//
+// Migration 4 indexes events and memories by their terms (store.IndexTerms:
+// stems, possessives, names and dates) and gives events their scope
+// lexemes (search narrows inside the GIN index); reindex, run in the same
+// transaction, rewrites every terms column.
 var migrations = []string{
 	1: `
 CREATE TABLE threads (
@@ -125,10 +134,17 @@ CREATE TABLE snapshots (
 	FOREIGN KEY (tenant, thread) REFERENCES threads (tenant, id)
 );
 `,
+	4: `SELECT 1`,
+}
+
+// goMigrations are the steps of a migration done in Go, after its SQL, in
+// its transaction.
+var goMigrations = map[int]func(context.Context, pgx.Tx) error{
+	4: reindex,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrate brings the schema (the first schema of the connection's
 // search_path) to SchemaVersion. A session advisory lock, keyed by the
@@ -168,6 +184,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (err error) {
 			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
 				return err
 			}
+			if step := goMigrations[v]; step != nil {
+				if err := step(ctx, tx); err != nil {
+					return err
+				}
+			}
 			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v)
 			return err
 		}); err != nil {
@@ -175,4 +196,81 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (err error) {
 		}
 	}
 	return nil
+}
+
+// reindex rewrites the terms of every message event and memory.
+func reindex(ctx context.Context, tx pgx.Tx) error {
+	type ev struct {
+		tenant, thread string
+		seq            int64
+		terms          string
+		lossy          int16
+	}
+	rows, err := tx.Query(ctx, `SELECT tenant, thread, seq, at, message FROM events WHERE message IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	var evs []ev
+	for rows.Next() {
+		var (
+			e  ev
+			at int64
+			js string
+		)
+		if err := rows.Scan(&e.tenant, &e.thread, &e.seq, &at, &js); err != nil {
+			rows.Close()
+			return err
+		}
+		var m message.Message
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			rows.Close()
+			return fmt.Errorf("event %s/%d: stored message: %w", e.thread, e.seq, err)
+		}
+		r := row{msg: &m}
+		r.terms, e.lossy = indexTerms(store.SearchText(m, store.FromNanos(at)))
+		e.terms = r.indexed(e.tenant, e.thread)
+		evs = append(evs, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	for _, e := range evs {
+		b.Queue(`UPDATE events SET terms = $4, lossy = $5 WHERE tenant = $1 AND thread = $2 AND seq = $3`, e.tenant, e.thread, e.seq, e.terms, e.lossy)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	type mem struct {
+		tenant, namespace, key string
+		terms                  string
+		lossy                  int16
+	}
+	mrows, err := tx.Query(ctx, `SELECT tenant, namespace, key, value FROM memories`)
+	if err != nil {
+		return err
+	}
+	var mems []mem
+	for mrows.Next() {
+		var (
+			m     mem
+			value string
+		)
+		if err := mrows.Scan(&m.tenant, &m.namespace, &m.key, &value); err != nil {
+			mrows.Close()
+			return err
+		}
+		m.terms, m.lossy = indexTerms(store.MemoryText(m.key, json.RawMessage(value)))
+		mems = append(mems, m)
+	}
+	mrows.Close()
+	if err := mrows.Err(); err != nil {
+		return err
+	}
+	b = &pgx.Batch{}
+	for _, m := range mems {
+		b.Queue(`UPDATE memories SET terms = $4, lossy = $5 WHERE tenant = $1 AND namespace = $2 AND key = $3`, m.tenant, m.namespace, m.key, m.terms, m.lossy)
+	}
+	return tx.SendBatch(ctx, b).Close()
 }

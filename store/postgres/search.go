@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -15,8 +17,8 @@ import (
 
 // Indexing. PostgreSQL's own text search parser splits words differently
 // from SQLite FTS5 (hyphenated words, file paths, numbers, non-Latin
-// scripts), so it is not used at all: the text is tokenized in Go by
-// store.Tokenize and written as a tsvector literal ('tok':1,5 'next':2),
+// scripts), so it is not used at all: the text is reduced to terms in Go by
+// store.IndexTerms and written as a tsvector literal ('tok':1,5 'next':2),
 // which the generated column casts without reparsing; queries are tsquery
 // literals of the same quoted lexemes. What matches is then exactly what
 // matches on SQLite, within tsvector's limits:
@@ -51,7 +53,7 @@ func indexTerms(text string) (string, int16) {
 		text, lossy = text[:maxIndexText], partialLexs
 		// The cut may split a token; its tail is lost with the rest.
 	}
-	toks := store.Tokenize(text)
+	toks := store.IndexTerms(text)
 	type lexeme struct {
 		tok string
 		pos []int
@@ -124,7 +126,7 @@ func tsQuery(q store.ParsedQuery, loose bool) string {
 // it were exact: required phrases all present, else at least one optional
 // one, and verbatim terms as typed.
 func matchesFully(q store.ParsedQuery, text string) bool {
-	toks := store.Tokenize(text)
+	toks := store.IndexTerms(text)
 	req := q.Required()
 	for _, t := range req {
 		if store.PhraseCount(toks, t.Tokens) == 0 {
@@ -160,10 +162,73 @@ const minScore = 1e-9
 
 const maxLimit = 1000
 
-// Search implements store.Archive. Candidates come from the GIN index, best
-// ts_rank_cd first, in pages, inside one read-only snapshot; each is
-// checked in Go (verbatim identifiers; everything for lossy documents)
-// until Limit hits are found.
+// Scope lexemes. An event's tsvector also holds two lexemes naming its
+// tenant and its thread, and a search ANDs its terms with one of them, so
+// that the GIN index itself narrows to the scope: the cost of a search does
+// not grow with what other threads and tenants hold. They start with '#',
+// which no term holds (terms are runs of token characters), and are hashes
+// (ids are arbitrary strings; a collision only adds candidates, which the
+// tenant and thread columns then drop).
+func tenantLexeme(tenant string) string { return "#t" + scopeHash(tenant) }
+
+func threadLexeme(tenant, thread string) string {
+	return "#h" + scopeHash(tenant+"\x00"+thread)
+}
+
+func scopeHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:10])
+}
+
+// indexed returns the terms column of the row: its terms and, for a
+// message, the scope lexemes.
+func (r row) indexed(tenant, thread string) string {
+	if r.msg == nil {
+		return r.terms
+	}
+	sc := "'" + tenantLexeme(tenant) + "' '" + threadLexeme(tenant, thread) + "'"
+	if r.terms == "" {
+		return sc
+	}
+	return r.terms + " " + sc
+}
+
+// docTerms rebuilds a document's index terms, in order, from the tsvector
+// literal indexTerms wrote (exact documents only), without scope lexemes.
+func docTerms(lit string) []string {
+	var seq []string
+	for _, f := range strings.Fields(lit) {
+		if !strings.HasPrefix(f, "'") {
+			continue
+		}
+		end := strings.LastIndexByte(f, '\'')
+		if end <= 0 {
+			continue
+		}
+		tok, pos := f[1:end], strings.TrimPrefix(f[end+1:], ":")
+		if strings.HasPrefix(tok, "#") || pos == "" {
+			continue
+		}
+		for _, p := range strings.Split(pos, ",") {
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 1 {
+				continue
+			}
+			for len(seq) < i {
+				seq = append(seq, "")
+			}
+			seq[i-1] = tok
+		}
+	}
+	return seq
+}
+
+// Search implements store.Archive. The GIN index finds the candidates,
+// every document of the scope (the thread, or the tenant) containing any
+// term, inside one read-only snapshot; store.ParsedQuery.Rank scores them by
+// BM25 with the scope's statistics (never another tenant's), and each is
+// checked in Go, best first (verbatim identifiers; everything for lossy
+// documents) until Limit hits are found.
 func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
 	if err := store.CheckSearch(tenant, q); err != nil {
 		return nil, err
@@ -178,7 +243,18 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	}
 	limit = min(limit, maxLimit)
 
-	args := []any{tsQuery(pq, false), tenant, tsQuery(pq, true)}
+	scope := tenantLexeme(tenant)
+	if q.Thread != "" {
+		scope = threadLexeme(tenant, q.Thread)
+	}
+	union := func(loose bool) string {
+		op := " <-> "
+		if loose {
+			op = " & "
+		}
+		return "'" + scope + "' & (" + pq.Union(func(t store.SearchTerm) string { return lexemes(t, op) }, " | ") + ")"
+	}
+	args := []any{union(false), tenant, union(true)}
 	// Shaped so that the planner can OR the GIN index with the partial
 	// index on lossy documents.
 	where := []string{"e.tenant = $2", "(e.tsv @@ $1::tsquery OR (e.lossy > 0 AND (e.lossy = 2 OR e.tsv @@ $3::tsquery)))"}
@@ -207,56 +283,94 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	if !q.Until.IsZero() {
 		add("e.at <= $%d", store.Nanos(q.Until))
 	}
-	page := max(2*limit, 32)
-	sqlText := `SELECT e.thread, e.seq, e.ref, e.role, e.tool, e.at, e.lossy, e.message, ts_rank_cd(e.tsv, $1::tsquery) AS rank
-		FROM events e WHERE ` + strings.Join(where, " AND ") +
-		fmt.Sprintf(` ORDER BY rank DESC, e.thread, e.seq LIMIT %d OFFSET $%d`, page, len(args)+1)
+	// The candidates carry their terms, not their text (bodies can be
+	// megabytes), but for lossy documents, whose terms are incomplete.
+	sqlText := `SELECT e.thread, e.seq, e.ref, e.role, e.tool, e.at, e.lossy, e.terms,
+			CASE WHEN e.lossy > 0 THEN e.message END
+		FROM events e WHERE ` + strings.Join(where, " AND ") + ` ORDER BY e.thread, e.seq`
 
+	type cand struct {
+		hit  store.Hit
+		text *string // SearchText, once read
+	}
 	var hits []store.Hit
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		for offset := 0; len(hits) < limit; offset += page {
-			rows, err := tx.Query(ctx, sqlText, append(args, offset)...)
-			if err != nil {
+		// The scope's document count: every message event is indexed.
+		var n int64
+		var err error
+		if q.Thread != "" {
+			err = tx.QueryRow(ctx, `SELECT COALESCE(SUM(messages), 0) FROM threads WHERE tenant = $1 AND id = $2`, tenant, q.Thread).Scan(&n)
+		} else {
+			err = tx.QueryRow(ctx, `SELECT COALESCE(SUM(messages), 0) FROM threads WHERE tenant = $1`, tenant).Scan(&n)
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, sqlText, args...)
+		if err != nil {
+			return err
+		}
+		var (
+			cands []cand
+			docs  [][]string
+		)
+		for rows.Next() {
+			var (
+				c         cand
+				ref, tool *string
+				role      string
+				at        int64
+				lossy     int16
+				terms     string
+				lossyMsg  *string
+			)
+			if err := rows.Scan(&c.hit.Thread, &c.hit.Seq, &ref, &role, &tool, &at, &lossy, &terms, &lossyMsg); err != nil {
+				rows.Close()
 				return err
 			}
-			n := 0
-			for rows.Next() {
-				n++
-				var (
-					h         store.Hit
-					ref, tool *string
-					role, msg string
-					at        int64
-					lossy     int16
-					rank      float32
-				)
-				if err := rows.Scan(&h.Thread, &h.Seq, &ref, &role, &tool, &at, &lossy, &msg, &rank); err != nil {
+			c.hit.Ref, c.hit.Role, c.hit.At, c.hit.Tool = deref(ref), message.Role(role), store.FromNanos(at), deref(tool)
+			d := docTerms(terms)
+			if lossy != exact {
+				text, err := searchText(lossyMsg, c.hit)
+				if err != nil {
 					rows.Close()
 					return err
 				}
-				if len(hits) == limit {
+				if !matchesFully(pq, text) {
 					continue
 				}
-				var m message.Message
-				if err := json.Unmarshal([]byte(msg), &m); err != nil {
-					rows.Close()
-					return fmt.Errorf("event %s/%d: stored message: %w", h.Thread, h.Seq, err)
-				}
-				text := m.PlainText()
-				if !accept(pq, text, lossy) {
-					continue
-				}
-				h.Ref, h.Role, h.At = deref(ref), message.Role(role), store.FromNanos(at)
-				h.Tool, h.Score = deref(tool), max(float64(rank), minScore)
-				h.Snippet = store.Snippet(text, pq, 0)
-				hits = append(hits, h)
+				c.text, d = &text, store.IndexTerms(text)
 			}
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			if n < page {
+			cands = append(cands, c)
+			docs = append(docs, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range pq.Rank(docs, int(n)) {
+			if len(hits) == limit {
 				break
 			}
+			c := cands[r.Index]
+			if c.text == nil {
+				var js *string
+				if err := tx.QueryRow(ctx, `SELECT message FROM events WHERE tenant = $1 AND thread = $2 AND seq = $3`,
+					tenant, c.hit.Thread, c.hit.Seq).Scan(&js); err != nil {
+					return err
+				}
+				text, err := searchText(js, c.hit)
+				if err != nil {
+					return err
+				}
+				c.text = &text
+			}
+			if !pq.MatchesVerbatim(*c.text) {
+				continue
+			}
+			c.hit.Snippet = store.Snippet(*c.text, pq, 0)
+			c.hit.Score = max(r.Score, minScore)
+			hits = append(hits, c.hit)
 		}
 		return nil
 	})
@@ -264,6 +378,27 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		return nil, dbErr("search", err)
 	}
 	return hits, nil
+}
+
+// lexemes spells a term's tokens as quoted lexemes joined by op.
+func lexemes(t store.SearchTerm, op string) string {
+	parts := make([]string, len(t.Tokens))
+	for i, tok := range t.Tokens {
+		parts[i] = "'" + tok + "'"
+	}
+	return "(" + strings.Join(parts, op) + ")"
+}
+
+// searchText decodes a stored message and returns its store.SearchText.
+func searchText(js *string, h store.Hit) (string, error) {
+	if js == nil {
+		return "", fmt.Errorf("event %s/%d: no stored message", h.Thread, h.Seq)
+	}
+	var m message.Message
+	if err := json.Unmarshal([]byte(*js), &m); err != nil {
+		return "", fmt.Errorf("event %s/%d: stored message: %w", h.Thread, h.Seq, err)
+	}
+	return store.SearchText(m, h.At), nil
 }
 
 func deref(p *string) string {

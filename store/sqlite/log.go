@@ -23,7 +23,7 @@ type prepared struct {
 	ev    store.Event
 	msg   *message.Message
 	json  sql.NullString
-	plain string
+	plain string // the archive's index terms (store.IndexBody)
 	data  sql.NullString
 }
 
@@ -201,7 +201,7 @@ func (s *Store) commitGroup(batch []*appendReq) {
 			return fmt.Errorf("sqlite: append: %w", err)
 		}
 		defer st.ins.Close()
-		if st.fts, err = tx.PrepareContext(ctx, `INSERT INTO events_fts (rowid, body) VALUES (?, ?)`); err != nil {
+		if st.fts, err = tx.PrepareContext(ctx, insertFTS); err != nil {
 			return fmt.Errorf("sqlite: append: %w", err)
 		}
 		defer st.fts.Close()
@@ -301,7 +301,7 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 			if err != nil {
 				return fmt.Errorf("sqlite: append: %w", err)
 			}
-			if _, err := st.fts.ExecContext(ctx, id, p.plain); err != nil {
+			if _, err := st.fts.ExecContext(ctx, id, scopeTerms(r.tenant, r.thread), p.plain); err != nil {
 				return fmt.Errorf("sqlite: append: index: %w", err)
 			}
 		}
@@ -339,7 +339,7 @@ func prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
 			return prepared{}, err
 		}
 		p.json = sql.NullString{String: js, Valid: true}
-		p.plain = p.msg.PlainText()
+		p.plain = store.IndexBody(store.SearchText(*p.msg, p.ev.At))
 	}
 	if len(ev.Data) > 0 {
 		p.data = sql.NullString{String: string(ev.Data), Valid: true}

@@ -50,7 +50,7 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (
 	if !it.Expires.IsZero() {
 		out.Expires = it.Expires.UTC().Round(0)
 	}
-	body := store.MemoryText(it.Key, it.Value)
+	body := store.IndexBody(store.MemoryText(it.Key, it.Value))
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		if err := purgeExpired(ctx, tx, now); err != nil {
 			return err
@@ -201,7 +201,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: search memory: %w", err)
 		}
-		if !filter.Match(it.Value) || (q.Text != "" && !pq.MatchesVerbatim(body)) {
+		if !filter.Match(it.Value) || (q.Text != "" && !pq.MatchesVerbatim(store.MemoryText(it.Key, it.Value))) {
 			continue
 		}
 		if skip > 0 {

@@ -3,8 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
 )
 
 // migrations are the schema versions, applied in order at Open, each in its
@@ -20,6 +24,12 @@ import (
 //   - times are UTC Unix nanoseconds; 0 is "never" for memories.expires.
 //   - FTS5 secure-delete makes deleted rows' tokens leave the index pages
 //     instead of lingering until the next merge.
+//
+// Migration 3 gives the archive index its scope column (tenant and thread
+// tokens: search narrows inside the index) and indexes the archive and the
+// memories by their terms (store.IndexTerms: stems, possessives, names and
+// dates); reindex, run in the same transaction, rebuilds both indexes from
+// the rows.
 var migrations = []string{
 	1: `
 CREATE TABLE threads (
@@ -83,10 +93,22 @@ CREATE TABLE snapshots (
 	FOREIGN KEY (tenant, thread) REFERENCES threads (tenant, id)
 );
 `,
+	3: `
+DROP TABLE events_fts;
+CREATE VIRTUAL TABLE events_fts USING fts5 (scope, body, tokenize = 'unicode61 remove_diacritics 0');
+INSERT INTO events_fts (events_fts, rank) VALUES ('secure-delete', 1);
+DELETE FROM memories_fts;
+`,
+}
+
+// goMigrations are the steps of a migration done in Go, after its SQL, in
+// its transaction.
+var goMigrations = map[int]func(context.Context, *sql.Tx) error{
+	3: reindex,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -126,8 +148,89 @@ func applyMigration(ctx context.Context, db *sql.DB, v int) error {
 	if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
 		return err
 	}
+	if step := goMigrations[v]; step != nil {
+		if err := step(ctx, tx); err != nil {
+			return err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied) VALUES (?, ?)`, v, time.Now().UnixNano()); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// reindex fills the (emptied) archive and memory indexes from the rows.
+func reindex(ctx context.Context, tx *sql.Tx) error {
+	ins, err := tx.PrepareContext(ctx, insertFTS)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	rows, err := tx.QueryContext(ctx, `SELECT id, tenant, thread, at, message FROM events WHERE message IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	type row struct {
+		id             int64
+		tenant, thread string
+		body           string
+	}
+	var batch []row
+	for rows.Next() {
+		var (
+			r  row
+			at int64
+			js string
+		)
+		if err := rows.Scan(&r.id, &r.tenant, &r.thread, &at, &js); err != nil {
+			return err
+		}
+		var m message.Message
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			return fmt.Errorf("event %d: stored message: %w", r.id, err)
+		}
+		r.body = store.IndexBody(store.SearchText(m, store.FromNanos(at)))
+		batch = append(batch, r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows.Close()
+	for _, r := range batch {
+		if _, err := ins.ExecContext(ctx, r.id, scopeTerms(r.tenant, r.thread), r.body); err != nil {
+			return err
+		}
+	}
+	mrows, err := tx.QueryContext(ctx, `SELECT id, key, value FROM memories`)
+	if err != nil {
+		return err
+	}
+	defer mrows.Close()
+	type mem struct {
+		id   int64
+		body string
+	}
+	var mems []mem
+	for mrows.Next() {
+		var (
+			m          mem
+			key, value string
+		)
+		if err := mrows.Scan(&m.id, &key, &value); err != nil {
+			return err
+		}
+		m.body = store.IndexBody(store.MemoryText(key, json.RawMessage(value)))
+		mems = append(mems, m)
+	}
+	if err := mrows.Err(); err != nil {
+		return err
+	}
+	mrows.Close()
+	for _, m := range mems {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO memories_fts (rowid, body) VALUES (?, ?)`, m.id, m.body); err != nil {
+			return err
+		}
+	}
+	return nil
 }

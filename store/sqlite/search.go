@@ -2,7 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -12,13 +15,41 @@ import (
 
 const maxLimit = 1000
 
-// Search implements store.Archive. FTS5 finds and ranks candidates (bm25)
-// from a MATCH expression built only of quoted phrases (store.ParsedQuery),
-// so user text never reaches FTS5 syntax; verbatim identifier terms are then
-// checked on each candidate's text, best first, until Limit hits are found.
-//
-// The BM25 statistics are those of the whole file, not of the tenant: a
-// score is comparable only within one result list.
+// The archive index: events_fts holds, for each message event (rowid =
+// events.id), its scope and its index terms (store.IndexBody of
+// store.SearchText). The scope column carries two tokens, one naming the
+// tenant and one the thread, so that a search ANDs its terms with its
+// scope inside FTS5: the index itself narrows to the thread or the tenant,
+// and the cost of a search does not grow with what other threads and
+// tenants hold.
+const insertFTS = `INSERT INTO events_fts (rowid, scope, body) VALUES (?, ?, ?)`
+
+// scopeTerms returns the scope column of an event of this thread.
+func scopeTerms(tenant, thread string) string {
+	return tenantToken(tenant) + " " + threadToken(tenant, thread)
+}
+
+// tenantToken and threadToken are hashes, spelled as one FTS5 token each:
+// ids are arbitrary strings, tokens only letters and digits. A collision
+// only adds candidates, which the events join drops.
+func tenantToken(tenant string) string { return "t" + scopeHash(tenant) }
+
+func threadToken(tenant, thread string) string {
+	return "h" + scopeHash(tenant+"\x00"+thread)
+}
+
+func scopeHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:10])
+}
+
+// Search implements store.Archive. FTS5 finds the candidates, every
+// document of the scope (the thread, or the tenant) containing any term,
+// from a MATCH expression built only of quoted phrases, so user text never
+// reaches FTS5 syntax; store.ParsedQuery.Rank scores them by BM25 with the
+// scope's statistics (never another tenant's); verbatim identifier terms
+// are then checked on each candidate's text, best first, until Limit hits
+// are found.
 func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
 	if err := store.CheckSearch(tenant, q); err != nil {
 		return nil, err
@@ -33,8 +64,13 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	}
 	limit = min(limit, maxLimit)
 
+	scope := `"` + tenantToken(tenant) + `"`
+	if q.Thread != "" {
+		scope = `"` + threadToken(tenant, q.Thread) + `"`
+	}
+	match := "scope : " + scope + " AND body : (" + pq.Union(store.FTS5Phrase, " OR ") + ")"
 	where := []string{"events_fts MATCH ?", "e.tenant = ?"}
-	args := []any{pq.FTS5(), tenant}
+	args := []any{match, tenant}
 	add := func(cond string, v any) {
 		where = append(where, cond)
 		args = append(args, v)
@@ -60,20 +96,13 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	if !q.Until.IsZero() {
 		add("e.at <= ?", store.Nanos(q.Until))
 	}
-	// The candidate list carries no text: bodies can be megabytes, and only
-	// those examined below are read.
-	sqlText := `SELECT e.id, e.thread, e.ref, e.seq, e.role, e.tool, e.at, f.rank
+	// The candidates carry their terms, not their text: bodies can be
+	// megabytes, and only those examined below are read.
+	sqlText := `SELECT e.id, e.thread, e.ref, e.seq, e.role, e.tool, e.at, f.body
 		FROM events_fts f JOIN events e ON e.id = f.rowid
-		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY f.rank, e.id`
-	verbatim := false
-	for _, t := range pq.Terms {
-		verbatim = verbatim || t.Verbatim
-	}
-	if !verbatim { // every candidate is a hit
-		sqlText += fmt.Sprintf(" LIMIT %d", limit)
-	}
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY e.thread, e.seq`
 
-	conn, err := s.r.Conn(ctx) // one read snapshot for candidates and bodies
+	conn, err := s.r.Conn(ctx) // one read snapshot for the statistics, candidates and texts
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: search: %w", err)
 	}
@@ -83,6 +112,18 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		return nil, fmt.Errorf("sqlite: search: %w", err)
 	}
 	defer tx.Rollback()
+
+	// The scope's document count: every message event is indexed.
+	var n int
+	if q.Thread != "" {
+		err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(messages), 0) FROM threads WHERE tenant = ? AND id = ?`, tenant, q.Thread).Scan(&n)
+	} else {
+		err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(messages), 0) FROM threads WHERE tenant = ?`, tenant).Scan(&n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: search: %w", err)
+	}
+
 	rows, err := tx.QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: search: %w", err)
@@ -91,45 +132,56 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		id  int64
 		hit store.Hit
 	}
-	var cands []cand
+	var (
+		cands []cand
+		docs  [][]string
+	)
 	for rows.Next() {
 		var (
 			c         cand
 			ref, tool sql.NullString
 			role      string
 			at        int64
-			rank      float64
+			body      string
 		)
-		if err := rows.Scan(&c.id, &c.hit.Thread, &ref, &c.hit.Seq, &role, &tool, &at, &rank); err != nil {
+		if err := rows.Scan(&c.id, &c.hit.Thread, &ref, &c.hit.Seq, &role, &tool, &at, &body); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("sqlite: search: %w", err)
 		}
-		c.hit.Ref, c.hit.Role, c.hit.Tool, c.hit.At, c.hit.Score = ref.String, message.Role(role), tool.String, store.FromNanos(at), -rank
+		c.hit.Ref, c.hit.Role, c.hit.Tool, c.hit.At = ref.String, message.Role(role), tool.String, store.FromNanos(at)
 		cands = append(cands, c)
+		docs = append(docs, strings.Fields(body))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: search: %w", err)
 	}
 
-	body, err := tx.PrepareContext(ctx, `SELECT body FROM events_fts WHERE rowid = ?`)
+	msg, err := tx.PrepareContext(ctx, `SELECT message FROM events WHERE id = ?`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: search: %w", err)
 	}
-	defer body.Close()
+	defer msg.Close()
 	var hits []store.Hit
-	for _, c := range cands {
+	for _, r := range pq.Rank(docs, n) {
 		if len(hits) == limit {
 			break
 		}
-		var text string
-		if err := body.QueryRowContext(ctx, c.id).Scan(&text); err != nil {
+		c := cands[r.Index]
+		var js string
+		if err := msg.QueryRowContext(ctx, c.id).Scan(&js); err != nil {
 			return nil, fmt.Errorf("sqlite: search: %w", err)
 		}
+		var m message.Message
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			return nil, fmt.Errorf("sqlite: search: event %s/%d: stored message: %w", c.hit.Thread, c.hit.Seq, err)
+		}
+		text := store.SearchText(m, c.hit.At)
 		if !pq.MatchesVerbatim(text) {
 			continue
 		}
 		c.hit.Snippet = store.Snippet(text, pq, 0)
+		c.hit.Score = r.Score
 		hits = append(hits, c.hit)
 	}
 	return hits, nil

@@ -48,6 +48,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Search", testSearch},
 		{"SearchFilters", testSearchFilters},
 		{"SearchHostile", testSearchHostile},
+		{"SearchRules", testSearchRules},
+		{"SearchStatistics", testSearchStatistics},
 		{"Memories", testMemories},
 		{"MemoryNamespaces", testMemoryNamespaces},
 		{"MemorySearch", testMemorySearch},
@@ -1153,14 +1155,14 @@ func testMemorySearch(t *testing.T, s store.Store) {
 func testMemoryTTL(t *testing.T, s store.Store) {
 	ns := []string{"ttl"}
 	exp := time.Now().Add(time.Second)
-	it, err := s.PutMemory(ctx, "acme", store.Memory{Namespace: ns, Key: "short", Value: json.RawMessage(`{"text":"ephemeral-fact"}`), Expires: exp})
+	it, err := s.PutMemory(ctx, "acme", store.Memory{Namespace: ns, Key: "short", Value: json.RawMessage(`{"text":"ephemeral_fact"}`), Expires: exp})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !it.Expires.Equal(exp) {
 		t.Errorf("Expires %v, want %v", it.Expires, exp)
 	}
-	put(t, s, ns, "long", `{"text":"durable-fact"}`)
+	put(t, s, ns, "long", `{"text":"durable_fact"}`)
 	if _, err := s.PutMemory(ctx, "acme", store.Memory{Namespace: ns, Key: "past", Value: json.RawMessage(`1`), Expires: time.Now().Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
@@ -1170,7 +1172,7 @@ func testMemoryTTL(t *testing.T, s store.Store) {
 	if got, err := s.GetMemory(ctx, "acme", ns, "short"); err != nil || !got.Expires.Equal(exp) {
 		t.Fatalf("before expiry GetMemory = %+v, %v", got, err)
 	}
-	if items, _ := s.SearchMemory(ctx, "acme", store.MemoryQuery{Prefix: ns, Text: "ephemeral-fact"}); len(items) != 1 {
+	if items, _ := s.SearchMemory(ctx, "acme", store.MemoryQuery{Prefix: ns, Text: "ephemeral_fact"}); len(items) != 1 {
 		t.Errorf("before expiry search finds %d", len(items))
 	}
 
@@ -1179,7 +1181,7 @@ func testMemoryTTL(t *testing.T, s store.Store) {
 	if _, err := s.GetMemory(ctx, "acme", ns, "short"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("expired GetMemory err = %v", err)
 	}
-	if items, _ := s.SearchMemory(ctx, "acme", store.MemoryQuery{Prefix: ns, Text: "ephemeral-fact"}); len(items) != 0 {
+	if items, _ := s.SearchMemory(ctx, "acme", store.MemoryQuery{Prefix: ns, Text: "ephemeral_fact"}); len(items) != 0 {
 		t.Errorf("expired item found by text: %v", keysOf(items))
 	}
 	if items, _ := s.SearchMemory(ctx, "acme", store.MemoryQuery{Prefix: ns}); !slices.Equal(keysOf(items), []string{"ttl:long"}) {
