@@ -42,6 +42,62 @@ func Fuse[T any](text, vec []T, key func(T) string, k int) []Fused[T] {
 		by[key(it)] = f
 		all = append(all, f)
 	}
+	sortFused(all)
+	out := make([]Fused[T], len(all))
+	for i, f := range all {
+		out[i] = *f
+	}
+	return out
+}
+
+// FuseScores merges a full-text ranking and a vector ranking by their
+// scores, for hybrid search with an embedder of unknown quality: an entry
+// scores its text score over the best one (1 for the top full-text hit),
+// plus vecWeight times how far its cosine similarity is above minSim, as a
+// share of the way to 1. A vector entry under minSim counts for nothing: it
+// neither lifts a full-text entry nor enters alone. Unlike rank fusion,
+// this keeps the full-text ranking's margins, so similarity reorders only
+// entries whose words score alike, and enters alone only beside weak
+// full-text hits. The order and the ties are those of Fuse.
+func FuseScores[T any](text, vec []T, key func(T) string, score func(T) float64, minSim, vecWeight float64) []Fused[T] {
+	by := make(map[string]*Fused[T], len(text)+len(vec))
+	all := make([]*Fused[T], 0, len(text)+len(vec))
+	top := 0.0
+	for _, it := range text {
+		top = max(top, score(it))
+	}
+	for i, it := range text {
+		s := 1.0
+		if top > 0 {
+			s = score(it) / top
+		}
+		f := &Fused[T]{Item: it, Score: s, TextRank: i + 1}
+		by[key(it)] = f
+		all = append(all, f)
+	}
+	for _, it := range vec {
+		sim := score(it)
+		if sim < minSim || minSim >= 1 {
+			continue
+		}
+		lift := vecWeight * (sim - minSim) / (1 - minSim)
+		if f := by[key(it)]; f != nil {
+			f.Score += lift
+			continue
+		}
+		f := &Fused[T]{Item: it, Score: lift}
+		by[key(it)] = f
+		all = append(all, f)
+	}
+	sortFused(all)
+	out := make([]Fused[T], len(all))
+	for i, f := range all {
+		out[i] = *f
+	}
+	return out
+}
+
+func sortFused[T any](all []*Fused[T]) {
 	sort.SliceStable(all, func(i, j int) bool {
 		if all[i].Score != all[j].Score {
 			return all[i].Score > all[j].Score
@@ -52,9 +108,4 @@ func Fuse[T any](text, vec []T, key func(T) string, k int) []Fused[T] {
 		}
 		return ti < tj
 	})
-	out := make([]Fused[T], len(all))
-	for i, f := range all {
-		out[i] = *f
-	}
-	return out
 }

@@ -108,9 +108,9 @@ func TestHybridRanking(t *testing.T) {
 			t.Fatalf("nearest %v, want %s (cosine %.3f)", refs(near), best, bestScore)
 		}
 
-		want := rrf(text, near, 10)
+		want := fused(text, near, 10)
 		if !slices.Equal(refs(got), want) {
-			t.Fatalf("hybrid order\n %v\nwant RRF\n %v", refs(got), want)
+			t.Fatalf("hybrid order\n %v\nwant the score fusion\n %v", refs(got), want)
 		}
 		if slices.Equal(refs(got), refs(text[:min(10, len(text))])) {
 			t.Fatal("the corpus does not exercise fusion: hybrid equals full-text order")
@@ -139,25 +139,26 @@ func TestHybridRanking(t *testing.T) {
 
 func text2(s string) store.Event { return text(message.User, s) }
 
-// rrf is the fusion the package documents: 1/(60+rank) summed over the
-// lists, full-text hits first on ties; vector hits must be similar (> 0).
-func rrf(text, near []store.Hit, limit int) []string {
+// fused is the fusion the package documents: a full-text hit scores its
+// BM25 score over the best one, a vector hit of cosine c >= 0.3 adds
+// 0.3*(c-0.3)/0.7, full-text hits first on ties.
+func fused(text, near []store.Hit, limit int) []string {
 	score := map[string]float64{}
 	textRank := map[string]int{}
 	var order []string
 	for i, h := range text {
-		score[h.Ref] = 1 / float64(60+i+1)
+		score[h.Ref] = h.Score / text[0].Score
 		textRank[h.Ref] = i + 1
 		order = append(order, h.Ref)
 	}
-	for i, h := range near {
+	for _, h := range near {
+		if h.Score < recall.DefaultMinSimilarity {
+			continue
+		}
 		if _, ok := score[h.Ref]; !ok {
-			if h.Score <= 0 {
-				continue
-			}
 			order = append(order, h.Ref)
 		}
-		score[h.Ref] += 1 / float64(60+i+1)
+		score[h.Ref] += recall.DefaultVectorWeight * (h.Score - recall.DefaultMinSimilarity) / (1 - recall.DefaultMinSimilarity)
 	}
 	slices.SortStableFunc(order, func(a, b string) int {
 		if score[a] != score[b] {

@@ -27,10 +27,40 @@ type Recall struct {
 	Logger *slog.Logger
 	// QueryTimeout bounds embedding one query (default 2 s).
 	QueryTimeout time.Duration
-	// MinSimilarity: a message found by vectors alone needs a cosine
-	// similarity above it to be a hit (default 0: nearest neighbours
-	// always exist, related or not).
+	// MinSimilarity is the cosine similarity a vector hit needs to count
+	// at all: below it, it neither re-ranks a full-text hit nor adds one of
+	// its own (nearest neighbours always exist, related or not). 0 means
+	// DefaultMinSimilarity; a negative value, no minimum.
 	MinSimilarity float64
+	// VectorWeight is the vector ranking's weight in the fusion, the text
+	// ranking's being 1 (0 means DefaultVectorWeight).
+	VectorWeight float64
+}
+
+// Fusion defaults (embed.FuseScores), chosen so that a weak embedder
+// (embed.Hashing) never ranks worse than BM25 alone, which recall's LoCoMo
+// test holds them to: a vector hit counts from a cosine of 0.3, and a
+// perfect one lifts a hit by 0.3 of the best full-text score.
+const (
+	DefaultMinSimilarity = 0.3
+	DefaultVectorWeight  = 0.3
+)
+
+func (r *Recall) minSimilarity() float64 {
+	switch {
+	case r.MinSimilarity < 0:
+		return -2 // below any cosine
+	case r.MinSimilarity == 0:
+		return DefaultMinSimilarity
+	}
+	return r.MinSimilarity
+}
+
+func (r *Recall) vectorWeight() float64 {
+	if r.VectorWeight <= 0 {
+		return DefaultVectorWeight
+	}
+	return r.VectorWeight
 }
 
 // RRFK is the reciprocal-rank-fusion constant: a hit ranked r in a list
@@ -138,18 +168,20 @@ func (r *Recall) nearest(ctx context.Context, tenant string, q store.SearchQuery
 	})
 }
 
-// fuse merges the two rankings by reciprocal rank fusion. With textOnly,
+// fuse merges the two rankings by their scores (embed.FuseScores): vector
+// hits under the minimum similarity count for nothing. With textOnly,
 // only full-text hits are eligible. Vector-only hits get a snippet from
 // their message's text.
 func (r *Recall) fuse(ctx context.Context, tenant string, pq store.ParsedQuery, text, near []store.Hit, textOnly bool, limit int) ([]store.Hit, error) {
-	all := embed.Fuse(text, near, func(h store.Hit) string { return h.Ref }, RRFK)
+	all := embed.FuseScores(text, near, func(h store.Hit) string { return h.Ref }, func(h store.Hit) float64 { return h.Score },
+		r.minSimilarity(), r.vectorWeight())
 	var out []store.Hit
 	for _, f := range all {
 		if len(out) == limit {
 			break
 		}
 		h := f.Item
-		if f.TextRank == 0 && (textOnly || h.Score <= r.MinSimilarity) {
+		if f.TextRank == 0 && textOnly {
 			continue // found by vectors alone, and not eligible
 		}
 		h.Score = f.Score

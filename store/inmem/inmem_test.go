@@ -13,5 +13,5 @@ func TestConformance(t *testing.T) {
 }
 
 func TestLoCoMoSearch(t *testing.T) {
-	storetest.LoCoMoSearch(t, memory.New())
+	storetest.LoCoMoSearch(t, inmem.New())
 }
