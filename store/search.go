@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -488,8 +490,25 @@ func Stem(tok string) string {
 			return tok
 		}
 	}
-	return english.Stem(tok, true)
+	if st, ok := stems.Load(tok); ok {
+		return st.(string)
+	}
+	st := english.Stem(tok, true)
+	if stemsHeld.Add(1) <= maxStems {
+		stems.Store(tok, st)
+	}
+	return st
 }
+
+// stems caches Stem: a vocabulary is small and every indexed and searched
+// word is stemmed. It holds the first maxStems words seen, then stops
+// growing (words past them are stemmed each time).
+var (
+	stems     sync.Map
+	stemsHeld atomic.Int64
+)
+
+const maxStems = 1 << 17
 
 // IsStopword reports whether a lowercased token is an English function word
 // that says nothing about what a message is about (the, what, did, ...).

@@ -195,29 +195,41 @@ func (r row) indexed(tenant, thread string) string {
 
 // docTerms rebuilds a document's index terms, in order, from the tsvector
 // literal indexTerms wrote (exact documents only), without scope lexemes.
+// It runs on every candidate of a search, so it scans the literal once
+// without splitting it: 'tok':1,5 'next':2 '#t…' '#h…'.
 func docTerms(lit string) []string {
-	var seq []string
-	for _, f := range strings.Fields(lit) {
-		if !strings.HasPrefix(f, "'") {
+	seq := make([]string, 0, strings.Count(lit, ",")+strings.Count(lit, ":"))
+	for i := 0; i < len(lit); {
+		if lit[i] != '\'' {
+			i++
 			continue
 		}
-		end := strings.LastIndexByte(f, '\'')
-		if end <= 0 {
+		end := strings.IndexByte(lit[i+1:], '\'')
+		if end < 0 {
+			break
+		}
+		tok := lit[i+1 : i+1+end]
+		i += end + 2
+		if i >= len(lit) || lit[i] != ':' || strings.HasPrefix(tok, "#") {
 			continue
 		}
-		tok, pos := f[1:end], strings.TrimPrefix(f[end+1:], ":")
-		if strings.HasPrefix(tok, "#") || pos == "" {
-			continue
-		}
-		for _, p := range strings.Split(pos, ",") {
-			i, err := strconv.Atoi(p)
-			if err != nil || i < 1 {
-				continue
+		i++
+		for i < len(lit) {
+			p := 0
+			for i < len(lit) && '0' <= lit[i] && lit[i] <= '9' {
+				p = p*10 + int(lit[i]-'0')
+				i++
 			}
-			for len(seq) < i {
-				seq = append(seq, "")
+			if p >= 1 {
+				for len(seq) < p {
+					seq = append(seq, "")
+				}
+				seq[p-1] = tok
 			}
-			seq[i-1] = tok
+			if i >= len(lit) || lit[i] != ',' {
+				break
+			}
+			i++
 		}
 	}
 	return seq
@@ -348,29 +360,66 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, r := range pq.Rank(docs, int(n)) {
-			if len(hits) == limit {
-				break
-			}
-			c := cands[r.Index]
-			if c.text == nil {
-				var js *string
-				if err := tx.QueryRow(ctx, `SELECT message FROM events WHERE tenant = $1 AND thread = $2 AND seq = $3`,
-					tenant, c.hit.Thread, c.hit.Seq).Scan(&js); err != nil {
-					return err
+		// Texts are read a page of ranked candidates at a time, in one
+		// query each: a round trip per hit would cost more than the search.
+		ranked := pq.Rank(docs, int(n))
+		for start := 0; start < len(ranked) && len(hits) < limit; {
+			end := min(len(ranked), start+limit-len(hits)+2)
+			var threads []string
+			var seqs []int64
+			for _, r := range ranked[start:end] {
+				if c := &cands[r.Index]; c.text == nil {
+					threads, seqs = append(threads, c.hit.Thread), append(seqs, c.hit.Seq)
 				}
-				text, err := searchText(js, c.hit)
+			}
+			texts := map[[2]string]string{}
+			if len(seqs) > 0 {
+				rows, err := tx.Query(ctx, `SELECT e.thread, e.seq, e.message FROM events e
+					JOIN unnest($2::text[], $3::bigint[]) AS w(thread, seq) ON e.thread = w.thread AND e.seq = w.seq
+					WHERE e.tenant = $1`, tenant, threads, seqs)
 				if err != nil {
 					return err
 				}
-				c.text = &text
+				for rows.Next() {
+					var (
+						h  store.Hit
+						js *string
+					)
+					if err := rows.Scan(&h.Thread, &h.Seq, &js); err != nil {
+						rows.Close()
+						return err
+					}
+					texts[[2]string{h.Thread, strconv.FormatInt(h.Seq, 10)}] = deref(js)
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return err
+				}
 			}
-			if !pq.MatchesVerbatim(*c.text) {
-				continue
+			for _, r := range ranked[start:end] {
+				if len(hits) == limit {
+					break
+				}
+				c := cands[r.Index]
+				if c.text == nil {
+					js, ok := texts[[2]string{c.hit.Thread, strconv.FormatInt(c.hit.Seq, 10)}]
+					if !ok {
+						continue
+					}
+					text, err := searchText(&js, c.hit)
+					if err != nil {
+						return err
+					}
+					c.text = &text
+				}
+				if !pq.MatchesVerbatim(*c.text) {
+					continue
+				}
+				c.hit.Snippet = store.Snippet(*c.text, pq, 0)
+				c.hit.Score = max(r.Score, minScore)
+				hits = append(hits, c.hit)
 			}
-			c.hit.Snippet = store.Snippet(*c.text, pq, 0)
-			c.hit.Score = max(r.Score, minScore)
-			hits = append(hits, c.hit)
+			start = end
 		}
 		return nil
 	})

@@ -83,4 +83,9 @@ func TestDocTerms(t *testing.T) {
 	if got != "the cat saw the other cat" {
 		t.Errorf("docTerms = %q", got)
 	}
+	long := strings.Repeat("w ", 300) + "end"
+	terms, lossy := indexTerms(long)
+	if got := docTerms(terms); lossy != inexactPos || len(got) < 256 || got[0] != "w" {
+		t.Errorf("docTerms of a long document: %d terms, lossy %d", len(got), lossy)
+	}
 }

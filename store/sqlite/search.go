@@ -69,14 +69,13 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		scope = `"` + threadToken(tenant, q.Thread) + `"`
 	}
 	match := "scope : " + scope + " AND body : (" + pq.Union(store.FTS5Phrase, " OR ") + ")"
-	where := []string{"events_fts MATCH ?", "e.tenant = ?"}
-	args := []any{match, tenant}
+	var (
+		where []string
+		args  = []any{match}
+	)
 	add := func(cond string, v any) {
 		where = append(where, cond)
 		args = append(args, v)
-	}
-	if q.Thread != "" {
-		add("e.thread = ?", q.Thread)
 	}
 	if q.Role != "" {
 		add("e.role = ?", string(q.Role))
@@ -97,10 +96,19 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		add("e.at <= ?", store.Nanos(q.Until))
 	}
 	// The candidates carry their terms, not their text: bodies can be
-	// megabytes, and only those examined below are read.
-	sqlText := `SELECT e.id, e.thread, e.ref, e.seq, e.role, e.tool, e.at, f.body
-		FROM events_fts f JOIN events e ON e.id = f.rowid
-		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY e.thread, e.seq`
+	// megabytes, and only those examined below are read. A thread's search
+	// without filters needs nothing of events: the scope is in the index,
+	// and rowid order is seq order. Otherwise events filters, and gives the
+	// thread and seq that order a tenant's candidates (Rank breaks ties by
+	// candidate order, (thread, seq) on every backend).
+	var sqlText string
+	if q.Thread != "" && len(where) == 0 {
+		sqlText = `SELECT rowid, '', 0, body FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid`
+	} else {
+		sqlText = `SELECT e.id, e.thread, e.seq, f.body FROM events_fts f JOIN events e ON e.id = f.rowid
+			WHERE events_fts MATCH ? AND ` + strings.Join(append(where, "e.tenant = ?"), " AND ") + ` ORDER BY e.thread, e.seq`
+		args = append(args, tenant)
+	}
 
 	conn, err := s.r.Conn(ctx) // one read snapshot for the statistics, candidates and texts
 	if err != nil {
@@ -128,28 +136,21 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: search: %w", err)
 	}
-	type cand struct {
-		id  int64
-		hit store.Hit
-	}
 	var (
-		cands []cand
-		docs  [][]string
+		ids  []int64
+		docs [][]string
 	)
 	for rows.Next() {
 		var (
-			c         cand
-			ref, tool sql.NullString
-			role      string
-			at        int64
-			body      string
+			id, seq int64
+			thread  string
+			body    string
 		)
-		if err := rows.Scan(&c.id, &c.hit.Thread, &ref, &c.hit.Seq, &role, &tool, &at, &body); err != nil {
+		if err := rows.Scan(&id, &thread, &seq, &body); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("sqlite: search: %w", err)
 		}
-		c.hit.Ref, c.hit.Role, c.hit.Tool, c.hit.At = ref.String, message.Role(role), tool.String, store.FromNanos(at)
-		cands = append(cands, c)
+		ids = append(ids, id)
 		docs = append(docs, strings.Fields(body))
 	}
 	rows.Close()
@@ -157,32 +158,40 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		return nil, fmt.Errorf("sqlite: search: %w", err)
 	}
 
-	msg, err := tx.PrepareContext(ctx, `SELECT message FROM events WHERE id = ?`)
+	ev, err := tx.PrepareContext(ctx, `SELECT tenant, thread, seq, ref, role, tool, at, message FROM events WHERE id = ?`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: search: %w", err)
 	}
-	defer msg.Close()
+	defer ev.Close()
 	var hits []store.Hit
 	for _, r := range pq.Rank(docs, n) {
 		if len(hits) == limit {
 			break
 		}
-		c := cands[r.Index]
-		var js string
-		if err := msg.QueryRowContext(ctx, c.id).Scan(&js); err != nil {
+		var (
+			h              store.Hit
+			evTenant, role string
+			ref, tool, js  sql.NullString
+			at             int64
+		)
+		if err := ev.QueryRowContext(ctx, ids[r.Index]).Scan(&evTenant, &h.Thread, &h.Seq, &ref, &role, &tool, &at, &js); err != nil {
 			return nil, fmt.Errorf("sqlite: search: %w", err)
 		}
-		var m message.Message
-		if err := json.Unmarshal([]byte(js), &m); err != nil {
-			return nil, fmt.Errorf("sqlite: search: event %s/%d: stored message: %w", c.hit.Thread, c.hit.Seq, err)
+		if evTenant != tenant || (q.Thread != "" && h.Thread != q.Thread) {
+			continue // a scope hash collision
 		}
-		text := store.SearchText(m, c.hit.At)
+		h.Ref, h.Role, h.Tool, h.At = ref.String, message.Role(role), tool.String, store.FromNanos(at)
+		var m message.Message
+		if err := json.Unmarshal([]byte(js.String), &m); err != nil {
+			return nil, fmt.Errorf("sqlite: search: event %s/%d: stored message: %w", h.Thread, h.Seq, err)
+		}
+		text := store.SearchText(m, h.At)
 		if !pq.MatchesVerbatim(text) {
 			continue
 		}
-		c.hit.Snippet = store.Snippet(text, pq, 0)
-		c.hit.Score = r.Score
-		hits = append(hits, c.hit)
+		h.Snippet = store.Snippet(text, pq, 0)
+		h.Score = r.Score
+		hits = append(hits, h)
 	}
 	return hits, nil
 }

@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -141,5 +143,50 @@ func LoCoMoSearch(t *testing.T, s store.Store) {
 	t.Logf("LoCoMo per-thread search: %v", f)
 	if f.Questions < 700 || f.HitAt10 < 0.70 || f.RecallAt10 < 0.62 {
 		t.Errorf("LoCoMo per-thread search: %v; want hit@10 >= 0.70 and recall@10 >= 0.62 over the 760 questions", f)
+	}
+}
+
+// LoCoMoSame checks that s answers the questions of one LoCoMo
+// conversation exactly as the reference store ref does (store/inmem, which
+// LoCoMoSearch measures): the same hits in the same order. Matching and
+// ranking are shared code, so a backend that finds other candidates, or
+// counts other statistics, shows here.
+func LoCoMoSame(t *testing.T, s, ref store.Store) {
+	t.Helper()
+	all, err := eval.LoadLoCoMo(LoCoMoDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	convs := all[1:2] // 30: the shortest conversation
+	ctx := context.Background()
+	for _, st := range []store.Store{s, ref} {
+		if _, err := LoadConversations(ctx, st, "locomo", convs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, q := range convs[0].Questions {
+		sq := store.SearchQuery{Text: q.Question, Thread: "locomo-" + convs[0].ID, Limit: 10}
+		got, err := s.Search(ctx, "locomo", sq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.Search(ctx, "locomo", sq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(seqsInOrder(got), seqsInOrder(want)) {
+			t.Errorf("%q: hits %v, the reference's %v", q.Question, seqsInOrder(got), seqsInOrder(want))
+		}
+		for i := range min(len(got), len(want)) {
+			if math.Abs(got[i].Score-want[i].Score) > 1e-9*math.Max(1, want[i].Score) {
+				t.Errorf("%q: hit %d score %v, the reference's %v", q.Question, i, got[i].Score, want[i].Score)
+				break
+			}
+		}
+		n++
+	}
+	if n < 50 {
+		t.Fatalf("only %d questions", n)
 	}
 }

@@ -1,0 +1,142 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+)
+
+// Neighbours is how many messages of other threads and tenants
+// BenchmarkScopedSearch puts beside the searched thread.
+const Neighbours = 100_000
+
+// BenchmarkScopedSearch measures per-thread search in a thread of 500
+// messages, side by side in one run: on a store holding nothing else (the
+// baseline) and on one that also holds Neighbours messages of other
+// threads of the same tenant and of other tenants, made of the same
+// words. Each reports the p95 latency (p95-ms) and the p95 of the CPU time
+// the process spent on one search (p95-cpu-ms: the figure that holds on a
+// loaded machine, where latency measures the other processes too), and
+// the neighbours' run their ratios to the baseline's (p95-ratio,
+// p95-cpu-ratio): search whose scope is in the index keeps them near 1.
+// open returns a fresh, empty store each call.
+func BenchmarkScopedSearch(b *testing.B, open func(b *testing.B) store.Store) {
+	ctx := context.Background()
+	queries := []string{
+		"what did the team decide about the payment gateway timeout",
+		"refund invoice customer",
+		"deploy rollback database index",
+		"INV-0042 status",
+		"when was the cache latency fixed",
+	}
+	fill := func(b *testing.B, s store.Store, withNeighbours bool) {
+		b.Helper()
+		appendSynthetic(b, s, "acme", "target", 500, 1)
+		if !withNeighbours {
+			return
+		}
+		// Half in 50 other threads of the tenant, half in 50 other tenants.
+		per := Neighbours / 100
+		for i := range 50 {
+			appendSynthetic(b, s, "acme", fmt.Sprintf("other-%d", i), per, uint64(10+i))
+			appendSynthetic(b, s, fmt.Sprintf("tenant-%d", i), "t", per, uint64(100+i))
+		}
+	}
+	var base, baseCPU time.Duration
+	for _, withNeighbours := range []bool{false, true} {
+		name := "empty-neighbours"
+		if withNeighbours {
+			name = fmt.Sprintf("%dk-neighbours", Neighbours/1000)
+		}
+		b.Run(name, func(b *testing.B) {
+			s := open(b)
+			fill(b, s, withNeighbours)
+			for _, q := range queries { // warm caches and check the scope
+				hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: q, Thread: "target"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, h := range hits {
+					if h.Thread != "target" {
+						b.Fatalf("hit from thread %q", h.Thread)
+					}
+				}
+			}
+			var lat, cpu []time.Duration
+			for i := 0; b.Loop(); i++ {
+				t0, c0 := time.Now(), cpuTime()
+				if _, err := s.Search(ctx, "acme", store.SearchQuery{Text: queries[i%len(queries)], Thread: "target"}); err != nil {
+					b.Fatal(err)
+				}
+				lat, cpu = append(lat, time.Since(t0)), append(cpu, cpuTime()-c0)
+			}
+			p95, p95CPU := percentile(lat, 95), percentile(cpu, 95)
+			b.ReportMetric(float64(p95.Microseconds())/1000, "p95-ms")
+			b.ReportMetric(float64(p95CPU.Microseconds())/1000, "p95-cpu-ms")
+			if !withNeighbours {
+				base, baseCPU = p95, p95CPU
+			} else if base > 0 && baseCPU > 0 {
+				b.ReportMetric(float64(p95)/float64(base), "p95-ratio")
+				b.ReportMetric(float64(p95CPU)/float64(baseCPU), "p95-cpu-ratio")
+			}
+		})
+	}
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[min(len(d)-1, len(d)*p/100)]
+}
+
+// benchVocab is a vocabulary of everyday words, so that the neighbours'
+// messages hold the queries' words too.
+var benchVocab = strings.Fields(`payment gateway timeout retry invoice refund customer cart latency
+	database index cache deploy rollback queue worker team decide fixed status meeting plan friday
+	weekend family trip paint music book read write call email report budget review launch design
+	test bug feature release server client order shipping price discount account login password
+	error crash memory disk network backup restore config update version migrate schema table`)
+
+// appendSynthetic appends n messages of 8 to 40 words drawn from
+// benchVocab (with stopwords between), one in twenty with an invoice id.
+func appendSynthetic(b *testing.B, s store.Store, tenant, thread string, n int, seed uint64) {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	stop := []string{"the", "a", "we", "did", "about", "and", "to", "of"}
+	var evs []store.Event
+	var after int64
+	for i := range n {
+		var w []string
+		for range 8 + rng.IntN(32) {
+			if rng.IntN(3) == 0 {
+				w = append(w, stop[rng.IntN(len(stop))])
+			}
+			w = append(w, benchVocab[int(float64(len(benchVocab))*rng.Float64()*rng.Float64())])
+		}
+		if i%20 == 0 {
+			w = append(w, fmt.Sprintf("INV-%04d", rng.IntN(100)))
+		}
+		role := message.User
+		if i%2 == 1 {
+			role = message.Assistant
+		}
+		m := message.NewText(role, strings.Join(w, " "))
+		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m, Tokens: 40})
+		if len(evs) == 500 || i == n-1 {
+			if _, err := s.Append(context.Background(), tenant, thread, after, evs); err != nil {
+				b.Fatal(err)
+			}
+			after += int64(len(evs))
+			evs = evs[:0]
+		}
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package storetest
+
+import "time"
+
+// cpuTime is unknown here: the CPU figures read 0.
+func cpuTime() time.Duration { return 0 }
