@@ -191,7 +191,7 @@ func appendArgs(tenant, thread string, after int64, rows []row, now time.Time) [
 	)
 	for i, r := range rows {
 		seqs[i], ats[i] = r.ev.Seq, store.Nanos(r.ev.At)
-		kinds[i], terms[i] = string(r.ev.Kind), r.terms
+		kinds[i], terms[i] = string(r.ev.Kind), r.indexed(tenant, thread)
 		refs[i], roles[i], tools[i] = r.ref(), r.role(), r.tool
 		msgs[i], datas[i] = r.json, r.data
 		tokens[i], lossy[i] = int32(r.ev.Tokens), r.lossy
