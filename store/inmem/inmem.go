@@ -33,11 +33,6 @@ type tenant struct {
 	memories map[string]*store.Memory // JoinNamespace(ns) + "\x00" + key
 }
 
-type docID struct {
-	thread string
-	seq    int64
-}
-
 type refLoc struct {
 	thread string
 	seq    int64
