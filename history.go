@@ -8,6 +8,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -134,7 +135,7 @@ func (t *Thread) AppendHistory(ctx context.Context, msgs []message.Message, o Hi
 	if err := validate(msgs); err != nil {
 		return nil, err
 	}
-	if err := store.CheckScope(t.tenant, t.id); err != nil {
+	if err := backend.CheckScope(t.tenant, t.id); err != nil {
 		return nil, err
 	}
 	if o.Append {
@@ -859,7 +860,7 @@ func checkResults(log map[string]uint8, msgs []message.Message) error {
 // derives one from the thread and the seq. An existing thread of that id
 // is an error (store.ErrConflict).
 func (t *Thread) Fork(ctx context.Context, through int64, id string) (*Thread, error) {
-	if err := store.CheckScope(t.tenant, t.id); err != nil {
+	if err := backend.CheckScope(t.tenant, t.id); err != nil {
 		return nil, err
 	}
 	last, err := t.m.store.LastSeq(ctx, t.tenant, t.id)
@@ -879,7 +880,7 @@ func (t *Thread) Fork(ctx context.Context, through int64, id string) (*Thread, e
 		id = branchID(t.id, []unit{{h: sum(fmt.Appendf(nil, "seq:%d", through))}})
 	}
 	child := t.m.Thread(t.tenant, id)
-	if err := store.CheckScope(t.tenant, id); err != nil {
+	if err := backend.CheckScope(t.tenant, id); err != nil {
 		return nil, err
 	}
 	ts, err := child.lockWarm(ctx)

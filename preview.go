@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/mnemehq/mneme/message"
-	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // PreviewHistory returns the messages of the window a model call with
@@ -19,7 +19,7 @@ func (t *Thread) PreviewHistory(ctx context.Context, msgs []message.Message, o H
 	if err := validate(msgs); err != nil {
 		return nil, err
 	}
-	if err := store.CheckScope(t.tenant, t.id); err != nil {
+	if err := backend.CheckScope(t.tenant, t.id); err != nil {
 		return nil, err
 	}
 	ts, err := t.lockWarm(ctx)

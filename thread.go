@@ -12,6 +12,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/token"
 	"github.com/mnemehq/mneme/window"
 )
@@ -96,7 +97,7 @@ type WindowOptions struct {
 
 // load returns the thread's state, locked, caught up with the log.
 func (t *Thread) load(ctx context.Context) (*threadState, error) {
-	if err := store.CheckScope(t.tenant, t.id); err != nil {
+	if err := backend.CheckScope(t.tenant, t.id); err != nil {
 		return nil, err
 	}
 	ts := t.m.pin(threadKey{t.tenant, t.id})
@@ -322,7 +323,7 @@ func (t *Thread) Messages(ctx context.Context) ([]message.Message, error) {
 // Events returns the thread's log from seq `from`, at most limit events
 // (limit <= 0: all).
 func (t *Thread) Events(ctx context.Context, from int64, limit int) ([]store.Event, error) {
-	if err := store.CheckScope(t.tenant, t.id); err != nil {
+	if err := backend.CheckScope(t.tenant, t.id); err != nil {
 		return nil, err
 	}
 	return t.m.store.Load(ctx, t.tenant, t.id, from, limit)
@@ -407,7 +408,7 @@ func (t *Thread) setPolicyLocked(ctx context.Context, ts *threadState, p Policy)
 
 // Delete removes the thread and everything derived from it.
 func (t *Thread) Delete(ctx context.Context) error {
-	if err := store.CheckScope(t.tenant, t.id); err != nil {
+	if err := backend.CheckScope(t.tenant, t.id); err != nil {
 		return err
 	}
 	ts := t.m.pin(threadKey{t.tenant, t.id})

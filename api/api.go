@@ -31,6 +31,7 @@ import (
 	"github.com/mnemehq/mneme/recall"
 	"github.com/mnemehq/mneme/server"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -354,7 +355,7 @@ func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
 // thread checks that the thread exists for the caller's tenant.
 func (a *API) thread(r *http.Request) (tenant, id string, info store.ThreadInfo, err error) {
 	tenant, id = a.tenant(r.Context()), r.PathValue("id")
-	if err := store.CheckScope(tenant, id); err != nil {
+	if err := backend.CheckScope(tenant, id); err != nil {
 		return tenant, id, info, err
 	}
 	info, err = a.st.Thread(r.Context(), tenant, id)

@@ -3,7 +3,7 @@ package api
 import (
 	"context"
 
-	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -47,7 +47,7 @@ func formsOf(st *window.State) map[int64]string {
 // observations and catalogues with the log ranges they cover, oldest first.
 // An unknown thread has none.
 func (a *API) Observations(ctx context.Context, tenant, id string) ([]window.Block, error) {
-	if err := store.CheckScope(tenant, id); err != nil {
+	if err := backend.CheckScope(tenant, id); err != nil {
 		return nil, err
 	}
 	var out []window.Block
@@ -62,7 +62,7 @@ func (a *API) Observations(ctx context.Context, tenant, id string) ([]window.Blo
 // (FormRaw, FormEvicted, FormMasked, FormObserved, FormCatalogued,
 // FormDropped), by seq.
 func (a *API) Forms(ctx context.Context, tenant, id string) (map[int64]string, error) {
-	if err := store.CheckScope(tenant, id); err != nil {
+	if err := backend.CheckScope(tenant, id); err != nil {
 		return nil, err
 	}
 	var out map[int64]string

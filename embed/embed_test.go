@@ -9,7 +9,7 @@ import (
 
 	"github.com/mnemehq/mneme/embed"
 	"github.com/mnemehq/mneme/internal/fakellm"
-	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 func TestHashingDeterministicAndSimilar(t *testing.T) {
@@ -26,10 +26,10 @@ func TestHashingDeterministicAndSimilar(t *testing.T) {
 	if len(vs[0]) != 128 || h.Model() != "hashing-128" {
 		t.Fatalf("dims %d model %q", len(vs[0]), h.Model())
 	}
-	if c := store.Cosine(vs[0], vs[1]); c < 0.9999 {
+	if c := backend.Cosine(vs[0], vs[1]); c < 0.9999 {
 		t.Errorf("same text: cosine %v, want 1", c)
 	}
-	related, unrelated := store.Cosine(vs[0], vs[2]), store.Cosine(vs[0], vs[3])
+	related, unrelated := backend.Cosine(vs[0], vs[2]), backend.Cosine(vs[0], vs[3])
 	if related <= unrelated {
 		t.Errorf("related text cosine %v should beat unrelated %v", related, unrelated)
 	}
@@ -51,7 +51,7 @@ func TestOpenAIAgainstFake(t *testing.T) {
 		t.Fatalf("%d vectors, want %d", len(got), len(want))
 	}
 	for i := range want {
-		if c := store.Cosine(got[i], want[i]); c < 0.9999 {
+		if c := backend.Cosine(got[i], want[i]); c < 0.9999 {
 			t.Errorf("text %d: cosine with local hashing %v", i, c)
 		}
 	}

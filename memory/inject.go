@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // InjectPreamble opens the block Inject renders. Remembered values are
@@ -52,7 +53,7 @@ func Inject(ctx context.Context, mem *Bank, tenant string, namespaces [][]string
 			return "", err
 		}
 		for _, it := range items {
-			id := store.JoinNamespace(it.Namespace) + "\x00" + it.Key
+			id := backend.JoinNamespace(it.Namespace) + "\x00" + it.Key
 			if seen[id] {
 				continue
 			}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/mnemehq/mneme/embed"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 	"github.com/mnemehq/mneme/token"
 )
 
@@ -113,7 +115,7 @@ func clampLimit(n int) int {
 func (s *Bank) Search(ctx context.Context, tenant string, prefix []string, query string, filter map[string]any, limit int) ([]store.Memory, error) {
 	limit = clampLimit(limit)
 	q := store.MemoryQuery{Prefix: prefix, Text: query, Filter: filter, Limit: limit}
-	pq, err := store.ParseQuery(query)
+	pq, err := fulltext.ParseQuery(query)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +171,7 @@ func (s *Bank) rankBySimilarity(ctx context.Context, query string, items []store
 	var missing []int
 	s.mu.Lock()
 	for _, it := range items {
-		k := vecKey{model, store.JoinNamespace(it.Namespace), it.Key, it.Updated.UnixNano()}
+		k := vecKey{model, backend.JoinNamespace(it.Namespace), it.Key, it.Updated.UnixNano()}
 		if seen[k] {
 			continue
 		}
@@ -183,7 +185,7 @@ func (s *Bank) rankBySimilarity(ctx context.Context, query string, items []store
 	s.mu.Unlock()
 	texts := []string{query}
 	for _, i := range missing {
-		texts = append(texts, store.MemoryText(uniq[i].Key, uniq[i].Value))
+		texts = append(texts, backend.MemoryText(uniq[i].Key, uniq[i].Value))
 	}
 	vs, err := s.embedder.Embed(ctx, texts)
 	if err != nil {
@@ -207,7 +209,7 @@ func (s *Bank) rankBySimilarity(ctx context.Context, query string, items []store
 	s.mu.Unlock()
 	scores := make([]float64, len(uniq))
 	for i, v := range vecs {
-		scores[i] = store.Cosine(vs[0], v)
+		scores[i] = backend.Cosine(vs[0], v)
 	}
 	idx := make([]int, len(uniq))
 	for i := range idx {
@@ -225,7 +227,7 @@ func (s *Bank) rankBySimilarity(ctx context.Context, query string, items []store
 // fuse merges the BM25 and similarity rankings by reciprocal rank and
 // keeps the best limit items, each scored by its fused score.
 func fuse(text, near []store.Memory, limit int) []store.Memory {
-	id := func(it store.Memory) string { return store.JoinNamespace(it.Namespace) + "\x00" + it.Key }
+	id := func(it store.Memory) string { return backend.JoinNamespace(it.Namespace) + "\x00" + it.Key }
 	all := embed.Fuse(text, near, id, embed.RRFK)
 	out := make([]store.Memory, 0, min(limit, len(all)))
 	for _, f := range all[:min(limit, len(all))] {

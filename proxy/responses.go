@@ -12,6 +12,7 @@ import (
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/recall"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // The OpenAI Responses API (POST /v1/responses), managed like the other two
@@ -122,7 +123,7 @@ func (d *responsesDialect) resolveReferences(msgs []message.Message) error {
 	if id == "" {
 		id = DeriveThreadID(tenant, msgs)
 	}
-	if store.CheckScope(tenant, id) != nil {
+	if backend.CheckScope(tenant, id) != nil {
 		return nil
 	}
 	evs, err := d.p.store.Load(ctx, tenant, id, 1, 0)

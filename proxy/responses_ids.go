@@ -17,6 +17,7 @@ import (
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -93,7 +94,7 @@ var errNoResponse = errors.New("proxy: no such response")
 // findResponse loads what the log holds of a response; errNoResponse when
 // the id was never issued to this tenant or was deleted.
 func (p *Proxy) findResponse(ctx context.Context, tenant string, ref *responseRef) (*recordedResponse, error) {
-	if store.CheckScope(tenant, ref.thread) != nil {
+	if backend.CheckScope(tenant, ref.thread) != nil {
 		return nil, errNoResponse
 	}
 	evs, err := p.store.Load(ctx, tenant, ref.thread, ref.from+1, 0)

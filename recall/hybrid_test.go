@@ -18,6 +18,7 @@ import (
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/recall"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // runIndexer starts ix with an owner that stops and waits for it at the
@@ -100,7 +101,7 @@ func TestHybridRanking(t *testing.T) {
 		best, bestScore := "", -2.0
 		for _, ev := range evs {
 			v, _ := emb.Embed(ctx, []string{ev.Message.PlainText()})
-			if c := store.Cosine(qv[0], v[0]); c > bestScore {
+			if c := backend.Cosine(qv[0], v[0]); c > bestScore {
 				best, bestScore = ev.Ref, c
 			}
 		}

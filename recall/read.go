@@ -8,6 +8,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // Unit is what Read's offset and limit count.
@@ -75,7 +76,7 @@ func Read(ctx context.Context, log store.Log, tenant, thread, ref string, offset
 		return MessagePage{}, store.ErrNotFound
 	}
 	text := ev.Message.PlainText()
-	p := MessagePage{Ref: ref, Thread: th, Seq: ev.Seq, Role: ev.Message.Role, Tool: store.ToolOf(*ev.Message, nil), Size: len(text)}
+	p := MessagePage{Ref: ref, Thread: th, Seq: ev.Seq, Role: ev.Message.Role, Tool: backend.ToolOf(*ev.Message, nil), Size: len(text)}
 	if unitOf(text) == Bytes {
 		readBytes(&p, text, offset, limit)
 	} else {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/mnemehq/mneme/embed"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 // Recall searches a tenant's archive. Store is required; with an Embedder
@@ -95,15 +97,15 @@ func (r *Recall) Hybrid() bool { return r.Embedder != nil && r.vectors() != nil 
 
 // Search runs q over the tenant's archive (q.Thread "" = every thread of
 // the tenant), best first. Identifier-like terms match exactly (see
-// store.ParseQuery); when the query has such a term or a quoted phrase,
+// fulltext.ParseQuery); when the query has such a term or a quoted phrase,
 // vectors only re-rank full-text hits and never add hits of their own, so
 // exactness holds in hybrid mode too. An empty query gives no hits; an
 // oversized one store.ErrInvalid.
 func (r *Recall) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
-	if err := store.CheckSearch(tenant, q); err != nil {
+	if err := backend.CheckSearch(tenant, q); err != nil {
 		return nil, err
 	}
-	pq, err := store.ParseQuery(q.Text)
+	pq, err := fulltext.ParseQuery(q.Text)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +174,7 @@ func (r *Recall) nearest(ctx context.Context, tenant string, q store.SearchQuery
 // hits under the minimum similarity count for nothing. With textOnly,
 // only full-text hits are eligible. Vector-only hits get a snippet from
 // their message's text.
-func (r *Recall) fuse(ctx context.Context, tenant string, pq store.ParsedQuery, text, near []store.Hit, textOnly bool, limit int) ([]store.Hit, error) {
+func (r *Recall) fuse(ctx context.Context, tenant string, pq fulltext.ParsedQuery, text, near []store.Hit, textOnly bool, limit int) ([]store.Hit, error) {
 	all := embed.FuseScores(text, near, func(h store.Hit) string { return h.Ref }, func(h store.Hit) float64 { return h.Score },
 		r.minSimilarity(), r.vectorWeight())
 	var out []store.Hit
@@ -193,7 +195,7 @@ func (r *Recall) fuse(ctx context.Context, tenant string, pq store.ParsedQuery, 
 			if err != nil {
 				return nil, err
 			}
-			h.Snippet = store.Snippet(ev.Message.PlainText(), pq, 0)
+			h.Snippet = fulltext.Snippet(ev.Message.PlainText(), pq, 0)
 		}
 		out = append(out, h)
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -36,23 +35,4 @@ type Leaser interface {
 	// (never taken, expired, taken over) is not an error and changes
 	// nothing.
 	ReleaseLease(ctx context.Context, tenant, thread, name, owner string) error
-}
-
-// CheckLease validates the scope, name and owner of a lease call.
-func CheckLease(tenant, thread, name, owner string) error {
-	if err := CheckScope(tenant, thread); err != nil {
-		return err
-	}
-	if name == "" || owner == "" || len(name) > 256 || len(owner) > 256 {
-		return fmt.Errorf("%w: lease name and owner must be 1 to 256 bytes", ErrInvalid)
-	}
-	return nil
-}
-
-// CheckLeaseTTL validates TryLease's ttl: positive.
-func CheckLeaseTTL(ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("%w: lease ttl must be positive", ErrInvalid)
-	}
-	return nil
 }

@@ -192,17 +192,3 @@ func NewRef() string {
 	}
 	return "m_" + hex.EncodeToString(b[:])
 }
-
-// CheckScope validates the tenant and thread every scoped call takes.
-func CheckScope(tenant, thread string) error {
-	if tenant == "" {
-		return fmt.Errorf("%w: empty tenant", ErrInvalid)
-	}
-	if thread == "" {
-		return fmt.Errorf("%w: empty thread id", ErrInvalid)
-	}
-	if len(thread) > 256 || len(tenant) > 256 {
-		return fmt.Errorf("%w: tenant or thread id longer than 256 bytes", ErrInvalid)
-	}
-	return nil
-}

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"time"
 
 	"github.com/mnemehq/mneme/message"
@@ -59,61 +57,3 @@ const (
 	MaxVectorLimit = 1000
 	maxModelBytes  = 256
 )
-
-// CheckVector validates one vector: a ref and a model name of sane size,
-// 1 to MaxVectorDims finite components, not all zero (cosine needs a norm).
-func CheckVector(v Vector) error {
-	if v.Ref == "" || len(v.Ref) > 256 {
-		return fmt.Errorf("%w: vector ref empty or longer than 256 bytes", ErrInvalid)
-	}
-	return checkVec(v.Model, v.V)
-}
-
-// CheckVectorQuery validates a vector search's tenant, model, vector and
-// filters.
-func CheckVectorQuery(tenant string, q VectorQuery) error {
-	if err := CheckSearch(tenant, SearchQuery{Thread: q.Thread, Role: q.Role, Tool: q.Tool, FromSeq: q.FromSeq, ToSeq: q.ToSeq}); err != nil {
-		return err
-	}
-	return checkVec(q.Model, q.V)
-}
-
-func checkVec(model string, v []float32) error {
-	if model == "" || len(model) > maxModelBytes {
-		return fmt.Errorf("%w: vector model empty or longer than %d bytes", ErrInvalid, maxModelBytes)
-	}
-	if len(v) == 0 || len(v) > MaxVectorDims {
-		return fmt.Errorf("%w: vector has %d dimensions, want 1 to %d", ErrInvalid, len(v), MaxVectorDims)
-	}
-	var norm float64
-	for _, x := range v {
-		f := float64(x)
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("%w: vector has a non-finite component", ErrInvalid)
-		}
-		norm += f * f
-	}
-	if norm == 0 {
-		return fmt.Errorf("%w: zero vector", ErrInvalid)
-	}
-	return nil
-}
-
-// Cosine returns the cosine similarity of a and b (0 when either is zero
-// or their lengths differ). Backends that compute it in Go share this one.
-func Cosine(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return 0
-	}
-	var dot, na, nb float64
-	for i := range a {
-		x, y := float64(a[i]), float64(b[i])
-		dot += x * y
-		na += x * x
-		nb += y * y
-	}
-	if na == 0 || nb == 0 {
-		return 0
-	}
-	return dot / math.Sqrt(na*nb)
-}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 // Store is an in-memory store.Store. The zero value is not usable: call New.
@@ -61,8 +63,8 @@ type storedEvent struct {
 }
 
 type doc struct {
-	terms []string // store.IndexTerms(text)
-	text  string   // store.SearchText
+	terms []string // fulltext.IndexTerms(text)
+	text  string   // fulltext.SearchText
 }
 
 // New returns an empty store.
@@ -100,7 +102,7 @@ func (s *Store) clock() time.Time { return s.now().UTC().Round(0) }
 
 // Append implements store.Log.
 func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int64, evs []store.Event) ([]store.Event, error) {
-	if err := store.CheckScope(tenantID, threadID); err != nil {
+	if err := backend.CheckScope(tenantID, threadID); err != nil {
 		return nil, err
 	}
 	if after < 0 {
@@ -114,7 +116,7 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 	prepared := make([]storedEvent, len(evs))
 	refs := map[string]bool{}
 	for i, ev := range evs {
-		if err := store.CheckEvent(ev); err != nil {
+		if err := backend.CheckEvent(ev); err != nil {
 			return nil, fmt.Errorf("event %d: %w", i, err)
 		}
 		se := storedEvent{ev: ev}
@@ -128,7 +130,7 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 			if se.ev.Ref == "" {
 				se.ev.Ref = store.NewRef()
 			}
-			js, err := store.EncodeMessage(ev.Message)
+			js, err := backend.EncodeMessage(ev.Message)
 			if err != nil {
 				return nil, err
 			}
@@ -180,10 +182,10 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 		se := &prepared[i]
 		if se.msg != nil {
 			m := evs[i].Message
-			se.tool = store.ToolOf(*m, func(id string) string { return findCall(th, prepared[:i], evs[:i], id) })
+			se.tool = backend.ToolOf(*m, func(id string) string { return findCall(th, prepared[:i], evs[:i], id) })
 			th.info.Messages++
 			th.info.Tokens += int64(se.ev.Tokens)
-			th.index(se.ev.Seq, store.SearchText(*m, se.ev.At))
+			th.index(se.ev.Seq, fulltext.SearchText(*m, se.ev.At))
 		}
 		if se.ev.Ref != "" {
 			t.refs[se.ev.Ref] = refLoc{threadID, se.ev.Seq}
@@ -201,7 +203,7 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 func findCall(th *thread, batch []storedEvent, msgs []store.Event, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := msgs[i].Message; m != nil {
-			if n := store.CallName(*m, callID); n != "" {
+			if n := backend.CallName(*m, callID); n != "" {
 				return n
 			}
 		}
@@ -213,7 +215,7 @@ func findCall(th *thread, batch []storedEvent, msgs []store.Event, callID string
 		}
 		var m message.Message
 		if json.Unmarshal(se.msg, &m) == nil {
-			if n := store.CallName(m, callID); n != "" {
+			if n := backend.CallName(m, callID); n != "" {
 				return n
 			}
 		}
@@ -225,7 +227,7 @@ func (se storedEvent) event() store.Event {
 	ev := se.ev
 	if se.msg != nil {
 		var m message.Message
-		// It was produced by store.EncodeMessage, so it decodes.
+		// It was produced by backend.EncodeMessage, so it decodes.
 		_ = json.Unmarshal(se.msg, &m)
 		ev.Message = &m
 	}
@@ -236,7 +238,7 @@ func (se storedEvent) event() store.Event {
 }
 
 func (th *thread) index(seq int64, text string) {
-	terms := store.IndexTerms(text)
+	terms := fulltext.IndexTerms(text)
 	th.docs[seq] = &doc{terms: terms, text: text}
 	for _, term := range terms {
 		p := th.postings[term]
@@ -250,7 +252,7 @@ func (th *thread) index(seq int64, text string) {
 
 // Load implements store.Log.
 func (s *Store) Load(ctx context.Context, tenantID, threadID string, from int64, limit int) ([]store.Event, error) {
-	if err := store.CheckScope(tenantID, threadID); err != nil {
+	if err := backend.CheckScope(tenantID, threadID); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
@@ -287,7 +289,7 @@ func (s *Store) lookup(tenantID, threadID string) *thread {
 
 // LastSeq implements store.Log.
 func (s *Store) LastSeq(ctx context.Context, tenantID, threadID string) (int64, error) {
-	if err := store.CheckScope(tenantID, threadID); err != nil {
+	if err := backend.CheckScope(tenantID, threadID); err != nil {
 		return 0, err
 	}
 	s.mu.RLock()
@@ -303,7 +305,7 @@ func (s *Store) LastSeq(ctx context.Context, tenantID, threadID string) (int64, 
 
 // Threads implements store.Log.
 func (s *Store) Threads(ctx context.Context, tenantID string, p store.Page) ([]store.ThreadInfo, string, error) {
-	if err := store.CheckScope(tenantID, "-"); err != nil {
+	if err := backend.CheckScope(tenantID, "-"); err != nil {
 		return nil, "", err
 	}
 	limit := p.Size()
@@ -313,7 +315,7 @@ func (s *Store) Threads(ctx context.Context, tenantID string, p store.Page) ([]s
 	)
 	if p.Cursor != "" {
 		var err error
-		if curAt, curID, err = store.DecodeCursor(p.Cursor); err != nil {
+		if curAt, curID, err = backend.DecodeCursor(p.Cursor); err != nil {
 			return nil, "", err
 		}
 	}
@@ -338,7 +340,7 @@ func (s *Store) Threads(ctx context.Context, tenantID string, p store.Page) ([]s
 		}
 		if len(out) == limit {
 			last := out[len(out)-1]
-			return out, store.EncodeCursor(last.Updated, last.ID), nil
+			return out, backend.EncodeCursor(last.Updated, last.ID), nil
 		}
 		out = append(out, ti)
 	}
@@ -355,7 +357,7 @@ func threadBefore(a, b store.ThreadInfo) bool {
 
 // Thread implements store.Log.
 func (s *Store) Thread(ctx context.Context, tenantID, threadID string) (store.ThreadInfo, error) {
-	if err := store.CheckScope(tenantID, threadID); err != nil {
+	if err := backend.CheckScope(tenantID, threadID); err != nil {
 		return store.ThreadInfo{}, err
 	}
 	s.mu.RLock()
@@ -372,7 +374,7 @@ func (s *Store) Thread(ctx context.Context, tenantID, threadID string) (store.Th
 
 // DeleteThread implements store.Log.
 func (s *Store) DeleteThread(ctx context.Context, tenantID, threadID string) error {
-	if err := store.CheckScope(tenantID, threadID); err != nil {
+	if err := backend.CheckScope(tenantID, threadID); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -396,7 +398,7 @@ func (s *Store) DeleteThread(ctx context.Context, tenantID, threadID string) err
 
 // EventByRef implements store.Log.
 func (s *Store) EventByRef(ctx context.Context, tenantID, ref string) (string, store.Event, error) {
-	if err := store.CheckScope(tenantID, "-"); err != nil {
+	if err := backend.CheckScope(tenantID, "-"); err != nil {
 		return "", store.Event{}, err
 	}
 	s.mu.RLock()

@@ -10,19 +10,21 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 const maxLimit = 1000
 
-// Search implements store.Archive: BM25 (store.ParsedQuery.Rank) over the
+// Search implements store.Archive: BM25 (fulltext.ParsedQuery.Rank) over the
 // searched thread's own index, or every thread of the tenant, with the
 // statistics of that scope: the cost is that of the scope, and scores
 // reveal nothing of other tenants.
 func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery) ([]store.Hit, error) {
-	if err := store.CheckSearch(tenantID, q); err != nil {
+	if err := backend.CheckSearch(tenantID, q); err != nil {
 		return nil, err
 	}
-	pq, err := store.ParseQuery(q.Text)
+	pq, err := fulltext.ParseQuery(q.Text)
 	if err != nil || pq.Empty() {
 		return nil, err
 	}
@@ -66,7 +68,7 @@ func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery
 		seqs := map[int64]bool{}
 		for _, term := range pq.Terms {
 			for seq := range th.postings[term.Tokens[0]] {
-				if !seqs[seq] && (len(term.Tokens) == 1 || store.PhraseCount(th.docs[seq].terms, term.Tokens) > 0) {
+				if !seqs[seq] && (len(term.Tokens) == 1 || fulltext.PhraseCount(th.docs[seq].terms, term.Tokens) > 0) {
 					seqs[seq] = true
 				}
 			}
@@ -97,7 +99,7 @@ func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery
 		hits = append(hits, store.Hit{
 			Thread: c.th.info.ID, Ref: se.ev.Ref, Seq: se.ev.Seq,
 			Role: se.role, Tool: se.tool, At: se.ev.At,
-			Snippet: store.Snippet(d.text, pq, 0),
+			Snippet: fulltext.Snippet(d.text, pq, 0),
 			Score:   r.Score,
 		})
 	}
@@ -117,7 +119,7 @@ func keep(q store.SearchQuery, se storedEvent) bool {
 	return true
 }
 
-func memKey(ns []string, key string) string { return store.JoinNamespace(ns) + "\x00" + key }
+func memKey(ns []string, key string) string { return backend.JoinNamespace(ns) + "\x00" + key }
 
 func copyItem(it *store.Memory) store.Memory {
 	c := *it
@@ -129,7 +131,7 @@ func copyItem(it *store.Memory) store.Memory {
 // purge drops the tenant's expired memories; the caller holds the write lock.
 func (t *tenant) purge(now time.Time) {
 	for k, it := range t.memories {
-		if store.Expired(it.Expires, now) {
+		if backend.Expired(it.Expires, now) {
 			delete(t.memories, k)
 		}
 	}
@@ -137,7 +139,7 @@ func (t *tenant) purge(now time.Time) {
 
 // PutMemory implements store.Memories.
 func (s *Store) PutMemory(ctx context.Context, tenantID string, it store.Memory) (store.Memory, error) {
-	if err := store.CheckItem(tenantID, it); err != nil {
+	if err := backend.CheckItem(tenantID, it); err != nil {
 		return store.Memory{}, err
 	}
 	if it.Value == nil {
@@ -167,7 +169,7 @@ func (s *Store) PutMemory(ctx context.Context, tenantID string, it store.Memory)
 
 // GetMemory implements store.Memories.
 func (s *Store) GetMemory(ctx context.Context, tenantID string, namespace []string, key string) (store.Memory, error) {
-	if err := store.CheckItemRef(tenantID, namespace, key); err != nil {
+	if err := backend.CheckItemRef(tenantID, namespace, key); err != nil {
 		return store.Memory{}, err
 	}
 	now := s.clock()
@@ -181,7 +183,7 @@ func (s *Store) GetMemory(ctx context.Context, tenantID string, namespace []stri
 		return store.Memory{}, store.ErrNotFound
 	}
 	it := t.memories[memKey(namespace, key)]
-	if it == nil || store.Expired(it.Expires, now) {
+	if it == nil || backend.Expired(it.Expires, now) {
 		return store.Memory{}, store.ErrNotFound
 	}
 	return copyItem(it), nil
@@ -189,7 +191,7 @@ func (s *Store) GetMemory(ctx context.Context, tenantID string, namespace []stri
 
 // DeleteMemory implements store.Memories.
 func (s *Store) DeleteMemory(ctx context.Context, tenantID string, namespace []string, key string) error {
-	if err := store.CheckItemRef(tenantID, namespace, key); err != nil {
+	if err := backend.CheckItemRef(tenantID, namespace, key); err != nil {
 		return err
 	}
 	now := s.clock()
@@ -213,13 +215,13 @@ func (s *Store) DeleteMemory(ctx context.Context, tenantID string, namespace []s
 
 // SearchMemory implements store.Memories.
 func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.MemoryQuery) ([]store.Memory, error) {
-	filter, err := store.CheckMemoryQuery(tenantID, q)
+	filter, err := backend.CheckMemoryQuery(tenantID, q)
 	if err != nil {
 		return nil, err
 	}
-	var pq store.ParsedQuery
+	var pq fulltext.ParsedQuery
 	if q.Text != "" {
-		if pq, err = store.ParseQuery(q.Text); err != nil || pq.Empty() {
+		if pq, err = fulltext.ParseQuery(q.Text); err != nil || pq.Empty() {
 			return nil, err
 		}
 	}
@@ -229,7 +231,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.Memor
 	}
 	limit = min(limit, maxLimit)
 	now := s.clock()
-	prefix := store.JoinNamespace(q.Prefix)
+	prefix := backend.JoinNamespace(q.Prefix)
 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -242,7 +244,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenantID string, q store.Memor
 	}
 	var items []store.Memory
 	for k, it := range t.memories {
-		if strings.HasPrefix(k, prefix) && !store.Expired(it.Expires, now) {
+		if strings.HasPrefix(k, prefix) && !backend.Expired(it.Expires, now) {
 			items = append(items, copyItem(it))
 		}
 	}
@@ -278,13 +280,13 @@ func newer(a, b store.Memory) bool {
 
 // rankMemories keeps the items matching pq, best first, Score set; the BM25
 // statistics are those of the items under the searched prefix.
-func rankMemories(items []store.Memory, pq store.ParsedQuery) []store.Memory {
+func rankMemories(items []store.Memory, pq fulltext.ParsedQuery) []store.Memory {
 	texts := make([]string, len(items))
 	toks := make([][]string, len(items))
 	total := 0
 	for i, it := range items {
-		texts[i] = store.MemoryText(it.Key, it.Value)
-		toks[i] = store.IndexTerms(texts[i])
+		texts[i] = backend.MemoryText(it.Key, it.Value)
+		toks[i] = fulltext.IndexTerms(texts[i])
 		total += len(toks[i])
 	}
 	N := len(items)
@@ -297,7 +299,7 @@ func rankMemories(items []store.Memory, pq store.ParsedQuery) []store.Memory {
 	for j, term := range pq.Terms {
 		tf[j] = make([]int, N)
 		for i := range items {
-			if n := store.PhraseCount(toks[i], term.Tokens); n > 0 {
+			if n := fulltext.PhraseCount(toks[i], term.Tokens); n > 0 {
 				tf[j][i] = n
 				df[j]++
 			}
@@ -313,7 +315,7 @@ func rankMemories(items []store.Memory, pq store.ParsedQuery) []store.Memory {
 				ok = false
 			}
 			matched = matched || tf[j][i] > 0
-			score += store.BM25(tf[j][i], len(toks[i]), df[j], N, avgdl)
+			score += fulltext.BM25(tf[j][i], len(toks[i]), df[j], N, avgdl)
 		}
 		if !ok || (!hasReq && !matched) || !pq.MatchesVerbatim(texts[i]) {
 			continue
@@ -332,14 +334,14 @@ func rankMemories(items []store.Memory, pq store.ParsedQuery) []store.Memory {
 
 // DeleteNamespace implements store.Memories. The prefix must not be empty.
 func (s *Store) DeleteNamespace(ctx context.Context, tenantID string, prefix []string) (int, error) {
-	if err := store.CheckScope(tenantID, "-"); err != nil {
+	if err := backend.CheckScope(tenantID, "-"); err != nil {
 		return 0, err
 	}
-	if err := store.CheckNamespace(prefix, false); err != nil {
+	if err := backend.CheckNamespace(prefix, false); err != nil {
 		return 0, err
 	}
 	now := s.clock()
-	p := store.JoinNamespace(prefix)
+	p := backend.JoinNamespace(prefix)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

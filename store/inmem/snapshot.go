@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 var _ store.Snapshots = (*Store)(nil)
 
 // PutSnapshot implements store.Snapshots.
 func (s *Store) PutSnapshot(ctx context.Context, tenantID, threadID string, seq int64, data []byte) error {
-	if err := store.CheckScope(tenantID, threadID); err != nil {
+	if err := backend.CheckScope(tenantID, threadID); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -34,7 +35,7 @@ func (s *Store) PutSnapshot(ctx context.Context, tenantID, threadID string, seq 
 
 // GetSnapshot implements store.Snapshots.
 func (s *Store) GetSnapshot(ctx context.Context, tenantID, threadID string) (int64, []byte, error) {
-	if err := store.CheckScope(tenantID, threadID); err != nil {
+	if err := backend.CheckScope(tenantID, threadID); err != nil {
 		return 0, nil, err
 	}
 	s.mu.RLock()

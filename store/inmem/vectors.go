@@ -9,6 +9,7 @@ import (
 	"weak"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // Vectors are kept beside the store rather than in it, keyed by the store
@@ -49,11 +50,11 @@ func (s *Store) vectors() *vecIndex {
 
 // PutVectors implements store.Vectors.
 func (s *Store) PutVectors(ctx context.Context, tenantID string, vs []store.Vector) error {
-	if err := store.CheckScope(tenantID, "-"); err != nil {
+	if err := backend.CheckScope(tenantID, "-"); err != nil {
 		return err
 	}
 	for _, v := range vs {
-		if err := store.CheckVector(v); err != nil {
+		if err := backend.CheckVector(v); err != nil {
 			return err
 		}
 	}
@@ -79,7 +80,7 @@ func (s *Store) PutVectors(ctx context.Context, tenantID string, vs []store.Vect
 
 // SearchVectors implements store.Vectors.
 func (s *Store) SearchVectors(ctx context.Context, tenantID string, q store.VectorQuery) ([]store.Hit, error) {
-	if err := store.CheckVectorQuery(tenantID, q); err != nil {
+	if err := backend.CheckVectorQuery(tenantID, q); err != nil {
 		return nil, err
 	}
 	limit := q.Limit
@@ -96,7 +97,7 @@ func (s *Store) SearchVectors(ctx context.Context, tenantID string, q store.Vect
 	ix.mu.RLock()
 	for ref, v := range ix.tenants[tenantID] {
 		if v.Model == q.Model && len(v.V) == len(q.V) {
-			cands = append(cands, cand{ref, store.Cosine(q.V, v.V)})
+			cands = append(cands, cand{ref, backend.Cosine(q.V, v.V)})
 		}
 	}
 	ix.mu.RUnlock()

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // Import bulk-loads events into a thread with COPY, for `mneme migrate`:
@@ -17,7 +18,7 @@ import (
 // the last event's if that is later. It is one transaction, checked like
 // Append: ErrConflict if the thread's tail is not where evs start.
 func (s *Store) Import(ctx context.Context, tenant, thread string, evs []store.Event) error {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return err
 	}
 	if len(evs) == 0 {
@@ -60,14 +61,14 @@ func (s *Store) Import(ctx context.Context, tenant, thread string, evs []store.E
 // Updated and Expires are kept (zero ones are set to now). An item already
 // expired is skipped.
 func (s *Store) ImportMemory(ctx context.Context, tenant string, it store.Memory) error {
-	if err := store.CheckItem(tenant, it); err != nil {
+	if err := backend.CheckItem(tenant, it); err != nil {
 		return err
 	}
 	if it.Value == nil {
 		return fmt.Errorf("%w: memory value is empty", store.ErrInvalid)
 	}
 	now := s.clock()
-	if store.Expired(it.Expires, now) {
+	if backend.Expired(it.Expires, now) {
 		return nil
 	}
 	if it.Created.IsZero() {

@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // TryLease implements store.Leaser with one upsert on the leases table,
@@ -16,10 +15,10 @@ import (
 // does not exist, when owner holds it (a renewal) or when it has expired (a
 // takeover: the previous owner is presumed dead).
 func (s *Store) TryLease(ctx context.Context, tenant, thread, name, owner string, ttl time.Duration) (bool, error) {
-	if err := store.CheckLease(tenant, thread, name, owner); err != nil {
+	if err := backend.CheckLease(tenant, thread, name, owner); err != nil {
 		return false, err
 	}
-	if err := store.CheckLeaseTTL(ttl); err != nil {
+	if err := backend.CheckLeaseTTL(ttl); err != nil {
 		return false, err
 	}
 	var got string
@@ -39,7 +38,7 @@ func (s *Store) TryLease(ctx context.Context, tenant, thread, name, owner string
 
 // ReleaseLease implements store.Leaser.
 func (s *Store) ReleaseLease(ctx context.Context, tenant, thread, name, owner string) error {
-	if err := store.CheckLease(tenant, thread, name, owner); err != nil {
+	if err := backend.CheckLease(tenant, thread, name, owner); err != nil {
 		return err
 	}
 	_, err := s.pool.Exec(ctx, `DELETE FROM leases WHERE tenant = $1 AND thread = $2 AND name = $3 AND owner = $4`,

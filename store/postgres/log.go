@@ -14,6 +14,8 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 // toolLookback bounds how far back Append looks for the tool call a
@@ -33,7 +35,7 @@ type row struct {
 
 // encode validates an event and encodes it for insertion as seq.
 func encode(ev store.Event, seq int64, now time.Time) (row, error) {
-	if err := store.CheckEvent(ev); err != nil {
+	if err := backend.CheckEvent(ev); err != nil {
 		return row{}, err
 	}
 	r := row{ev: ev, msg: ev.Message}
@@ -47,12 +49,12 @@ func encode(ev store.Event, seq int64, now time.Time) (row, error) {
 		if r.ev.Ref == "" {
 			r.ev.Ref = store.NewRef()
 		}
-		js, err := store.EncodeMessage(r.msg)
+		js, err := backend.EncodeMessage(r.msg)
 		if err != nil {
 			return row{}, err
 		}
 		r.json = &js
-		r.terms, r.lossy = indexTerms(store.SearchText(*r.msg, r.ev.At))
+		r.terms, r.lossy = indexTerms(fulltext.SearchText(*r.msg, r.ev.At))
 	}
 	if len(ev.Data) > 0 {
 		d := string(ev.Data)
@@ -79,7 +81,7 @@ func (r row) ref() *string {
 
 // values are the row's columns in insertCols order.
 func (r row) values(tenant, thread string) []any {
-	return []any{tenant, thread, r.ev.Seq, string(r.ev.Kind), store.Nanos(r.ev.At), r.ref(), r.role(), r.tool,
+	return []any{tenant, thread, r.ev.Seq, string(r.ev.Kind), backend.Nanos(r.ev.At), r.ref(), r.role(), r.tool,
 		r.ev.Tokens, r.json, r.data, r.indexed(tenant, thread), r.lossy}
 }
 
@@ -100,7 +102,7 @@ const copyThreshold = 64
 // events only if it did, so a conflicting append fails alone. Larger
 // appends take a transaction of their own and COPY.
 func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, evs []store.Event) ([]store.Event, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return nil, err
 	}
 	if after < 0 {
@@ -190,7 +192,7 @@ func appendArgs(tenant, thread string, after int64, rows []row, now time.Time) [
 		nmsgs, ntoks       int64
 	)
 	for i, r := range rows {
-		seqs[i], ats[i] = r.ev.Seq, store.Nanos(r.ev.At)
+		seqs[i], ats[i] = r.ev.Seq, backend.Nanos(r.ev.At)
 		kinds[i], terms[i] = string(r.ev.Kind), r.indexed(tenant, thread)
 		refs[i], roles[i], tools[i] = r.ref(), r.role(), r.tool
 		msgs[i], datas[i] = r.json, r.data
@@ -201,7 +203,7 @@ func appendArgs(tenant, thread string, after int64, rows []row, now time.Time) [
 		}
 	}
 	return []any{tenant, thread, after, seqs, kinds, ats, refs, roles, tools, tokens, msgs, datas, terms, lossy,
-		store.Nanos(now), nmsgs, ntoks}
+		backend.Nanos(now), nmsgs, ntoks}
 }
 
 // appendReq is one Append waiting in a group.
@@ -355,7 +357,7 @@ func resolveTools(ctx context.Context, q querier, tenant, thread string, after i
 		if r.msg == nil {
 			continue
 		}
-		name := store.ToolOf(*r.msg, func(id string) string {
+		name := backend.ToolOf(*r.msg, func(id string) string {
 			return findCall(ctx, q, tenant, thread, after, rows[:i], id)
 		})
 		if name != "" {
@@ -392,7 +394,7 @@ func lockTail(ctx context.Context, tx pgx.Tx, tenant, thread string, after int64
 		return nil
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq) VALUES ($1, $2, $3, $3, 0)
-		ON CONFLICT DO NOTHING`, tenant, thread, store.Nanos(created))
+		ON CONFLICT DO NOTHING`, tenant, thread, backend.Nanos(created))
 	if err != nil {
 		return dbErr("append", err)
 	}
@@ -415,7 +417,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 		}
 		msgs++
 		tokens += int64(r.ev.Tokens)
-		name := store.ToolOf(*r.msg, func(id string) string {
+		name := backend.ToolOf(*r.msg, func(id string) string {
 			return findCall(ctx, tx, tenant, thread, after, rows[:i], id)
 		})
 		if name != "" {
@@ -441,7 +443,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 	}
 	last := rows[len(rows)-1].ev.Seq
 	_, err := tx.Exec(ctx, `UPDATE threads SET last_seq = $1, updated = GREATEST(updated, $2), messages = messages + $3, tokens = tokens + $4
-		WHERE tenant = $5 AND id = $6`, last, store.Nanos(updated), msgs, tokens, tenant, thread)
+		WHERE tenant = $5 AND id = $6`, last, backend.Nanos(updated), msgs, tokens, tenant, thread)
 	if err != nil {
 		return dbErr("append", err)
 	}
@@ -454,19 +456,19 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 func findCall(ctx context.Context, tx querier, tenant, thread string, after int64, batch []row, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := batch[i].msg; m != nil {
-			if n := store.CallName(*m, callID); n != "" {
+			if n := backend.CallName(*m, callID); n != "" {
 				return n
 			}
 		}
 	}
 	rows, err := tx.Query(ctx, `SELECT message FROM events
 		WHERE tenant = $1 AND thread = $2 AND seq > $3 AND seq <= $4 AND role = 'assistant' AND strpos(message, $5) > 0
-		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, after, store.CallNeedle(callID))
+		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, after, backend.CallNeedle(callID))
 	if err != nil {
 		return ""
 	}
 	defer rows.Close()
-	return store.CallNameInRows(rows, callID)
+	return backend.CallNameInRows(rows, callID)
 }
 
 const eventCols = `seq, kind, at, ref, tokens, message, data`
@@ -482,7 +484,7 @@ func scanEvent(sc pgx.Row, lead ...any) (store.Event, error) {
 	if err := sc.Scan(append(lead, &ev.Seq, &kind, &at, &ref, &ev.Tokens, &msg, &data)...); err != nil {
 		return ev, err
 	}
-	ev.Kind, ev.At, ev.Ref = store.Kind(kind), store.FromNanos(at), deref(ref)
+	ev.Kind, ev.At, ev.Ref = store.Kind(kind), backend.FromNanos(at), deref(ref)
 	if msg != nil {
 		var m message.Message
 		if err := json.Unmarshal([]byte(*msg), &m); err != nil {
@@ -498,7 +500,7 @@ func scanEvent(sc pgx.Row, lead ...any) (store.Event, error) {
 
 // Load implements store.Log.
 func (s *Store) Load(ctx context.Context, tenant, thread string, from int64, limit int) ([]store.Event, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return nil, err
 	}
 	lim := int64(math.MaxInt64)
@@ -527,7 +529,7 @@ func (s *Store) Load(ctx context.Context, tenant, thread string, from int64, lim
 
 // LastSeq implements store.Log.
 func (s *Store) LastSeq(ctx context.Context, tenant, thread string) (int64, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return 0, err
 	}
 	var last int64
@@ -547,15 +549,15 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 		return nil, "", err
 	}
 	limit := p.Size()
-	q := `SELECT ` + store.ThreadCols + ` FROM threads WHERE tenant = $1`
+	q := `SELECT ` + backend.ThreadCols + ` FROM threads WHERE tenant = $1`
 	args := []any{tenant}
 	if p.Cursor != "" {
-		at, id, err := store.DecodeCursor(p.Cursor)
+		at, id, err := backend.DecodeCursor(p.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
 		q += ` AND (updated < $2 OR (updated = $2 AND id > $3))`
-		args = append(args, store.Nanos(at), id)
+		args = append(args, backend.Nanos(at), id)
 	}
 	q += fmt.Sprintf(` ORDER BY updated DESC, id LIMIT %d`, limit+1)
 	rows, err := s.pool.Query(ctx, q, args...)
@@ -565,7 +567,7 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 	defer rows.Close()
 	var out []store.ThreadInfo
 	for rows.Next() {
-		ti, err := store.ScanThread(rows)
+		ti, err := backend.ScanThread(rows)
 		if err != nil {
 			return nil, "", dbErr("threads", err)
 		}
@@ -577,17 +579,17 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[limit-1]
-		return out, store.EncodeCursor(last.Updated, last.ID), nil
+		return out, backend.EncodeCursor(last.Updated, last.ID), nil
 	}
 	return out, "", nil
 }
 
 // Thread implements store.Log.
 func (s *Store) Thread(ctx context.Context, tenant, thread string) (store.ThreadInfo, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return store.ThreadInfo{}, err
 	}
-	ti, err := store.ScanThread(s.pool.QueryRow(ctx, `SELECT `+store.ThreadCols+` FROM threads WHERE tenant = $1 AND id = $2`, tenant, thread))
+	ti, err := backend.ScanThread(s.pool.QueryRow(ctx, `SELECT `+backend.ThreadCols+` FROM threads WHERE tenant = $1 AND id = $2`, tenant, thread))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ThreadInfo{}, store.ErrNotFound
 	}
@@ -603,7 +605,7 @@ func (s *Store) Thread(ctx context.Context, tenant, thread string) (store.Thread
 // The rows are gone for every query at commit; their bytes leave the data
 // files when (auto)vacuum reclaims the pages, as for any PostgreSQL delete.
 func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return err
 	}
 	return s.inTx(ctx, "delete thread", func(tx pgx.Tx) error {

@@ -11,15 +11,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
-// Memories: namespaces are stored joined (store.JoinNamespace) in a
+// Memories: namespaces are stored joined (backend.JoinNamespace) in a
 // COLLATE "C" column, so a prefix search is the byte range [P, P') where P'
 // is P with its final separator incremented; expired rows are filtered on
 // every read and the tenant's are purged by its next write.
 
 func purgeExpired(ctx context.Context, tx pgx.Tx, tenant string, now time.Time) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM memories WHERE tenant = $1 AND expires > 0 AND expires <= $2`, tenant, store.Nanos(now)); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM memories WHERE tenant = $1 AND expires > 0 AND expires <= $2`, tenant, backend.Nanos(now)); err != nil {
 		return dbErr("purge memories", err)
 	}
 	return nil
@@ -28,7 +30,7 @@ func purgeExpired(ctx context.Context, tx pgx.Tx, tenant string, now time.Time) 
 // PutMemory implements store.Memories: an upsert that keeps Created unless
 // the previous item had expired (then it is a new item).
 func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (store.Memory, error) {
-	if err := store.CheckItem(tenant, it); err != nil {
+	if err := backend.CheckItem(tenant, it); err != nil {
 		return store.Memory{}, err
 	}
 	if it.Value == nil {
@@ -53,7 +55,7 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (
 		if err := upsertMemory(ctx, tx, tenant, out).Scan(&created); err != nil {
 			return dbErr("put memory", err)
 		}
-		out.Created = store.FromNanos(created)
+		out.Created = backend.FromNanos(created)
 		return nil
 	})
 	if err != nil {
@@ -65,7 +67,7 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (
 // upsertMemory writes it with its own Created and Updated (an existing,
 // unexpired item keeps its Created) and returns the stored Created.
 func upsertMemory(ctx context.Context, tx pgx.Tx, tenant string, it store.Memory) pgx.Row {
-	terms, lossy := indexTerms(store.MemoryText(it.Key, it.Value))
+	terms, lossy := indexTerms(backend.MemoryText(it.Key, it.Value))
 	return tx.QueryRow(ctx, `INSERT INTO memories (tenant, namespace, key, value, created, updated, expires, terms, lossy)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (tenant, namespace, key) DO UPDATE SET
@@ -74,8 +76,8 @@ func upsertMemory(ctx context.Context, tx pgx.Tx, tenant string, it store.Memory
 			created = CASE WHEN memories.expires > 0 AND memories.expires <= EXCLUDED.updated
 				THEN EXCLUDED.created ELSE memories.created END
 		RETURNING created`,
-		tenant, store.JoinNamespace(it.Namespace), it.Key, string(it.Value),
-		store.Nanos(it.Created), store.Nanos(it.Updated), store.Nanos(it.Expires), terms, lossy)
+		tenant, backend.JoinNamespace(it.Namespace), it.Key, string(it.Value),
+		backend.Nanos(it.Created), backend.Nanos(it.Updated), backend.Nanos(it.Expires), terms, lossy)
 }
 
 const itemCols = `namespace, key, value, created, updated, expires`
@@ -87,19 +89,19 @@ func scanItem(sc pgx.Row, extra ...any) (store.Memory, error) {
 		created, updated, expires int64
 	)
 	err := sc.Scan(append([]any{&ns, &it.Key, &value, &created, &updated, &expires}, extra...)...)
-	it.Namespace, it.Value = store.SplitNamespace(ns), json.RawMessage(value)
-	it.Created, it.Updated, it.Expires = store.FromNanos(created), store.FromNanos(updated), store.FromNanos(expires)
+	it.Namespace, it.Value = backend.SplitNamespace(ns), json.RawMessage(value)
+	it.Created, it.Updated, it.Expires = backend.FromNanos(created), backend.FromNanos(updated), backend.FromNanos(expires)
 	return it, err
 }
 
 // GetMemory implements store.Memories.
 func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (store.Memory, error) {
-	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
+	if err := backend.CheckItemRef(tenant, namespace, key); err != nil {
 		return store.Memory{}, err
 	}
 	it, err := scanItem(s.pool.QueryRow(ctx, `SELECT `+itemCols+` FROM memories
 		WHERE tenant = $1 AND namespace = $2 AND key = $3 AND (expires = 0 OR expires > $4)`,
-		tenant, store.JoinNamespace(namespace), key, store.Nanos(s.clock())))
+		tenant, backend.JoinNamespace(namespace), key, backend.Nanos(s.clock())))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Memory{}, store.ErrNotFound
 	}
@@ -111,7 +113,7 @@ func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string
 
 // DeleteMemory implements store.Memories.
 func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []string, key string) error {
-	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
+	if err := backend.CheckItemRef(tenant, namespace, key); err != nil {
 		return err
 	}
 	now := s.clock()
@@ -120,7 +122,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []str
 			return err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM memories WHERE tenant = $1 AND namespace = $2 AND key = $3`,
-			tenant, store.JoinNamespace(namespace), key)
+			tenant, backend.JoinNamespace(namespace), key)
 		if err != nil {
 			return dbErr("delete memory", err)
 		}
@@ -134,7 +136,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []str
 // SearchMemory implements store.Memories. Filters and verbatim terms apply
 // in Go after the SQL scan, then Offset and Limit.
 func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Memory, error) {
-	filter, err := store.CheckMemoryQuery(tenant, q)
+	filter, err := backend.CheckMemoryQuery(tenant, q)
 	if err != nil {
 		return nil, err
 	}
@@ -144,21 +146,21 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 	}
 	limit = min(limit, maxLimit)
 
-	args := []any{tenant, store.Nanos(s.clock())}
+	args := []any{tenant, backend.Nanos(s.clock())}
 	where := []string{"tenant = $1", "(expires = 0 OR expires > $2)"}
-	if lo, hi := store.NamespaceRange(q.Prefix); lo != "" {
+	if lo, hi := backend.NamespaceRange(q.Prefix); lo != "" {
 		args = append(args, lo, hi)
 		where = append(where, "namespace >= $3", "namespace < $4")
 	}
 	var (
-		pq      store.ParsedQuery
+		pq      fulltext.ParsedQuery
 		sqlText string
 	)
 	if q.Text == "" {
 		sqlText = `SELECT ` + itemCols + `, 0::real, 0::smallint FROM memories WHERE ` + strings.Join(where, " AND ") +
 			` ORDER BY updated DESC, namespace, key`
 	} else {
-		if pq, err = store.ParseQuery(q.Text); err != nil || pq.Empty() {
+		if pq, err = fulltext.ParseQuery(q.Text); err != nil || pq.Empty() {
 			return nil, err
 		}
 		n := len(args)
@@ -183,7 +185,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 		if err != nil {
 			return nil, dbErr("search memory", err)
 		}
-		if !filter.Match(it.Value) || (q.Text != "" && !accept(pq, store.MemoryText(it.Key, it.Value), lossy)) {
+		if !filter.Match(it.Value) || (q.Text != "" && !accept(pq, backend.MemoryText(it.Key, it.Value), lossy)) {
 			continue
 		}
 		if skip > 0 {
@@ -206,10 +208,10 @@ func (s *Store) DeleteNamespace(ctx context.Context, tenant string, prefix []str
 	if err := checkTenant(tenant); err != nil {
 		return 0, err
 	}
-	if err := store.CheckNamespace(prefix, false); err != nil {
+	if err := backend.CheckNamespace(prefix, false); err != nil {
 		return 0, err
 	}
-	lo, hi := store.NamespaceRange(prefix)
+	lo, hi := backend.NamespaceRange(prefix)
 	now := s.clock()
 	var n int64
 	err := s.inTx(ctx, "delete namespace", func(tx pgx.Tx) error {

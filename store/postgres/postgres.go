@@ -11,7 +11,7 @@
 //
 // Archive search: the same query semantics as store/sqlite, from the shared
 // parser in package store. Each message's text is tokenized in Go exactly as
-// SQLite FTS5's unicode61 does (store.Tokenize) and stored as a tsvector
+// SQLite FTS5's unicode61 does (fulltext.Tokenize) and stored as a tsvector
 // literal; a generated tsvector column with a GIN index finds candidates, a
 // tsquery of quoted lexemes (no text search parser, no stemming, no stop
 // words) filters them, and verbatim identifier terms are checked in Go as on
@@ -39,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // Store is a store.Store on one PostgreSQL database (or one schema of it:
@@ -136,4 +137,4 @@ func dbErr(op string, err error) error {
 	return fmt.Errorf("postgres: %s: %w", op, err)
 }
 
-func checkTenant(tenant string) error { return store.CheckScope(tenant, "-") }
+func checkTenant(tenant string) error { return backend.CheckScope(tenant, "-") }

@@ -10,7 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mnemehq/mneme/message"
-	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 // migrations are the schema versions, applied in order at Open, each in its
@@ -25,7 +26,7 @@ import (
 //   - times are UTC Unix nanoseconds in bigints (timestamptz keeps only
 //     microseconds); 0 is "never" for memories.expires. Leases alone use
 //     timestamptz: they are compared with the database's clock;
-//   - terms is a tsvector literal built in Go from store.Tokenize (see
+//   - terms is a tsvector literal built in Go from fulltext.Tokenize (see
 //     search.go), tsv its generated, GIN-indexed value; lossy says how far
 //     tsv can be trusted for a document too large to index exactly;
 //   - refs are unique per tenant, not globally (as in SQLite: a colliding
@@ -38,7 +39,7 @@ import (
 // their events again. (Before it, no caller could write them through
 // store.Vectors.)
 //
-// Migration 4 indexes events and memories by their terms (store.IndexTerms:
+// Migration 4 indexes events and memories by their terms (fulltext.IndexTerms:
 // stems, possessives, names and dates) and gives events their scope
 // lexemes (search narrows inside the GIN index); reindex, run in the same
 // transaction, rewrites every terms column.
@@ -227,7 +228,7 @@ func reindex(ctx context.Context, tx pgx.Tx) error {
 			return fmt.Errorf("event %s/%d: stored message: %w", e.thread, e.seq, err)
 		}
 		r := row{msg: &m}
-		r.terms, e.lossy = indexTerms(store.SearchText(m, store.FromNanos(at)))
+		r.terms, e.lossy = indexTerms(fulltext.SearchText(m, backend.FromNanos(at)))
 		e.terms = r.indexed(e.tenant, e.thread)
 		evs = append(evs, e)
 	}
@@ -261,7 +262,7 @@ func reindex(ctx context.Context, tx pgx.Tx) error {
 			mrows.Close()
 			return err
 		}
-		m.terms, m.lossy = indexTerms(store.MemoryText(m.key, json.RawMessage(value)))
+		m.terms, m.lossy = indexTerms(backend.MemoryText(m.key, json.RawMessage(value)))
 		mems = append(mems, m)
 	}
 	mrows.Close()

@@ -13,12 +13,14 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 // Indexing. PostgreSQL's own text search parser splits words differently
 // from SQLite FTS5 (hyphenated words, file paths, numbers, non-Latin
 // scripts), so it is not used at all: the text is reduced to terms in Go by
-// store.IndexTerms and written as a tsvector literal ('tok':1,5 'next':2),
+// fulltext.IndexTerms and written as a tsvector literal ('tok':1,5 'next':2),
 // which the generated column casts without reparsing; queries are tsquery
 // literals of the same quoted lexemes. What matches is then exactly what
 // matches on SQLite, within tsvector's limits:
@@ -53,7 +55,7 @@ func indexTerms(text string) (string, int16) {
 		text, lossy = text[:maxIndexText], partialLexs
 		// The cut may split a token; its tail is lost with the rest.
 	}
-	toks := store.IndexTerms(text)
+	toks := fulltext.IndexTerms(text)
 	type lexeme struct {
 		tok string
 		pos []int
@@ -104,11 +106,11 @@ func indexTerms(text string) (string, int16) {
 }
 
 // tsQuery renders a parsed query as a tsquery literal, shaped by
-// store.ParsedQuery.Boolean as FTS5's MATCH text is. A term's tokens are a
+// fulltext.ParsedQuery.Boolean as FTS5's MATCH text is. A term's tokens are a
 // phrase (<->), or with loose set, merely all present (&): the candidate
 // test for documents whose positions are not exact.
-func tsQuery(q store.ParsedQuery, loose bool) string {
-	term := func(t store.SearchTerm) string {
+func tsQuery(q fulltext.ParsedQuery, loose bool) string {
+	term := func(t fulltext.SearchTerm) string {
 		op := " <-> "
 		if loose {
 			op = " & "
@@ -125,18 +127,18 @@ func tsQuery(q store.ParsedQuery, loose bool) string {
 // matchesFully checks every condition of q on text, as the index would if
 // it were exact: required phrases all present, else at least one optional
 // one, and verbatim terms as typed.
-func matchesFully(q store.ParsedQuery, text string) bool {
-	toks := store.IndexTerms(text)
+func matchesFully(q fulltext.ParsedQuery, text string) bool {
+	toks := fulltext.IndexTerms(text)
 	req := q.Required()
 	for _, t := range req {
-		if store.PhraseCount(toks, t.Tokens) == 0 {
+		if fulltext.PhraseCount(toks, t.Tokens) == 0 {
 			return false
 		}
 	}
 	if len(req) == 0 {
 		found := false
 		for _, t := range q.Optional() {
-			if store.PhraseCount(toks, t.Tokens) > 0 {
+			if fulltext.PhraseCount(toks, t.Tokens) > 0 {
 				found = true
 				break
 			}
@@ -149,7 +151,7 @@ func matchesFully(q store.ParsedQuery, text string) bool {
 }
 
 // accept reports whether a candidate with this text and lossiness is a hit.
-func accept(q store.ParsedQuery, text string, lossy int16) bool {
+func accept(q fulltext.ParsedQuery, text string, lossy int16) bool {
 	if lossy == exact {
 		return q.MatchesVerbatim(text)
 	}
@@ -237,15 +239,15 @@ func docTerms(lit string) []string {
 
 // Search implements store.Archive. The GIN index finds the candidates,
 // every document of the scope (the thread, or the tenant) containing any
-// term, inside one read-only snapshot; store.ParsedQuery.Rank scores them by
+// term, inside one read-only snapshot; fulltext.ParsedQuery.Rank scores them by
 // BM25 with the scope's statistics (never another tenant's), and each is
 // checked in Go, best first (verbatim identifiers; everything for lossy
 // documents) until Limit hits are found.
 func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
-	if err := store.CheckSearch(tenant, q); err != nil {
+	if err := backend.CheckSearch(tenant, q); err != nil {
 		return nil, err
 	}
-	pq, err := store.ParseQuery(q.Text)
+	pq, err := fulltext.ParseQuery(q.Text)
 	if err != nil || pq.Empty() {
 		return nil, err
 	}
@@ -264,7 +266,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		if loose {
 			op = " & "
 		}
-		return "'" + scope + "' & (" + pq.Union(func(t store.SearchTerm) string { return lexemes(t, op) }, " | ") + ")"
+		return "'" + scope + "' & (" + pq.Union(func(t fulltext.SearchTerm) string { return lexemes(t, op) }, " | ") + ")"
 	}
 	args := []any{union(false), tenant, union(true)}
 	// Shaped so that the planner can OR the GIN index with the partial
@@ -290,10 +292,10 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		add("e.seq <= $%d", q.ToSeq)
 	}
 	if !q.Since.IsZero() {
-		add("e.at >= $%d", store.Nanos(q.Since))
+		add("e.at >= $%d", backend.Nanos(q.Since))
 	}
 	if !q.Until.IsZero() {
-		add("e.at <= $%d", store.Nanos(q.Until))
+		add("e.at <= $%d", backend.Nanos(q.Until))
 	}
 	// The candidates carry their terms, not their text (bodies can be
 	// megabytes), but for lossy documents, whose terms are incomplete.
@@ -340,7 +342,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 				rows.Close()
 				return err
 			}
-			c.hit.Ref, c.hit.Role, c.hit.At, c.hit.Tool = deref(ref), message.Role(role), store.FromNanos(at), deref(tool)
+			c.hit.Ref, c.hit.Role, c.hit.At, c.hit.Tool = deref(ref), message.Role(role), backend.FromNanos(at), deref(tool)
 			d := docTerms(terms)
 			if lossy != exact {
 				text, err := searchText(lossyMsg, c.hit)
@@ -351,7 +353,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 				if !matchesFully(pq, text) {
 					continue
 				}
-				c.text, d = &text, store.IndexTerms(text)
+				c.text, d = &text, fulltext.IndexTerms(text)
 			}
 			cands = append(cands, c)
 			docs = append(docs, d)
@@ -415,7 +417,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 				if !pq.MatchesVerbatim(*c.text) {
 					continue
 				}
-				c.hit.Snippet = store.Snippet(*c.text, pq, 0)
+				c.hit.Snippet = fulltext.Snippet(*c.text, pq, 0)
 				c.hit.Score = max(r.Score, minScore)
 				hits = append(hits, c.hit)
 			}
@@ -430,7 +432,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 }
 
 // lexemes spells a term's tokens as quoted lexemes joined by op.
-func lexemes(t store.SearchTerm, op string) string {
+func lexemes(t fulltext.SearchTerm, op string) string {
 	parts := make([]string, len(t.Tokens))
 	for i, tok := range t.Tokens {
 		parts[i] = "'" + tok + "'"
@@ -438,7 +440,7 @@ func lexemes(t store.SearchTerm, op string) string {
 	return "(" + strings.Join(parts, op) + ")"
 }
 
-// searchText decodes a stored message and returns its store.SearchText.
+// searchText decodes a stored message and returns its fulltext.SearchText.
 func searchText(js *string, h store.Hit) (string, error) {
 	if js == nil {
 		return "", fmt.Errorf("event %s/%d: no stored message", h.Thread, h.Seq)
@@ -447,7 +449,7 @@ func searchText(js *string, h store.Hit) (string, error) {
 	if err := json.Unmarshal([]byte(*js), &m); err != nil {
 		return "", fmt.Errorf("event %s/%d: stored message: %w", h.Thread, h.Seq, err)
 	}
-	return store.SearchText(m, h.At), nil
+	return fulltext.SearchText(m, h.At), nil
 }
 
 func deref(p *string) string {

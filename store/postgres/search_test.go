@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mnemehq/mneme/message"
-	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 func TestIndexTerms(t *testing.T) {
@@ -63,7 +63,7 @@ func TestTSQuery(t *testing.T) {
 		{`it's "a \ b" NOT & | !x`, "('a' <-> 'b') | ('x') | ('b')", "('a' & 'b') | ('x') | ('b')"},
 	}
 	for _, c := range cases {
-		pq, err := store.ParseQuery(c.q)
+		pq, err := fulltext.ParseQuery(c.q)
 		if err != nil {
 			t.Fatal(err)
 		}

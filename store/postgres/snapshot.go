@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 var _ store.Snapshots = (*Store)(nil)
@@ -17,7 +18,7 @@ var _ store.Snapshots = (*Store)(nil)
 // share lock, so that a concurrent DeleteThread cannot leave a snapshot
 // behind.
 func (s *Store) PutSnapshot(ctx context.Context, tenant, thread string, seq int64, data []byte) error {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return err
 	}
 	return s.inTx(ctx, "put snapshot", func(tx pgx.Tx) error {
@@ -43,7 +44,7 @@ func (s *Store) PutSnapshot(ctx context.Context, tenant, thread string, seq int6
 
 // GetSnapshot implements store.Snapshots.
 func (s *Store) GetSnapshot(ctx context.Context, tenant, thread string) (int64, []byte, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return 0, nil, err
 	}
 	var seq int64

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // Vectors are message embeddings, one per event ref, stored as real[] with
@@ -44,7 +45,7 @@ func (s *Store) PutVectors(ctx context.Context, tenant string, vs []store.Vector
 		return err
 	}
 	for _, v := range vs {
-		if err := store.CheckVector(v); err != nil {
+		if err := backend.CheckVector(v); err != nil {
 			return err
 		}
 		if !storable(v.Model) {
@@ -83,7 +84,7 @@ func (s *Store) PutVectors(ctx context.Context, tenant string, vs []store.Vector
 // tenant's vectors of the query's model and dimension, joined with their
 // events for the filters and the hit's fields.
 func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.VectorQuery) ([]store.Hit, error) {
-	if err := store.CheckVectorQuery(tenant, q); err != nil {
+	if err := backend.CheckVectorQuery(tenant, q); err != nil {
 		return nil, err
 	}
 	if !storable(q.Model) {
@@ -117,10 +118,10 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		add("v.seq <= $%d", q.ToSeq)
 	}
 	if !q.Since.IsZero() {
-		add("e.at >= $%d", store.Nanos(q.Since))
+		add("e.at >= $%d", backend.Nanos(q.Since))
 	}
 	if !q.Until.IsZero() {
-		add("e.at <= $%d", store.Nanos(q.Until))
+		add("e.at <= $%d", backend.Nanos(q.Until))
 	}
 	args = append(args, limit)
 	sqlText := `SELECT v.thread, v.ref, v.seq, e.role, e.tool, e.at,
@@ -143,7 +144,7 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		if err := rows.Scan(&h.Thread, &h.Ref, &h.Seq, &role, &tool, &at, &h.Score); err != nil {
 			return nil, dbErr("search vectors", err)
 		}
-		h.Role, h.Tool, h.At = message.Role(deref(role)), deref(tool), store.FromNanos(at)
+		h.Role, h.Tool, h.At = message.Role(deref(role)), deref(tool), backend.FromNanos(at)
 		h.Score = max(-1, min(1, h.Score)) // rounding may step just past ±1
 		hits = append(hits, h)
 	}

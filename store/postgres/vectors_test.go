@@ -12,6 +12,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/store/postgres"
 )
 
@@ -19,7 +20,7 @@ import (
 // (vectors_conformance_test.go); these tests cover what is PostgreSQL's own.
 
 // TestVectorsExactCosine: the score computed in SQL over real[] is the
-// exact cosine store.Cosine computes in Go, and the order follows it.
+// exact cosine backend.Cosine computes in Go, and the order follows it.
 func TestVectorsExactCosine(t *testing.T) {
 	s := open(t)
 	const n, dims = 60, 97
@@ -58,8 +59,8 @@ func TestVectorsExactCosine(t *testing.T) {
 		t.Fatalf("%d hits, want %d", len(hits), n)
 	}
 	for i, h := range hits {
-		if want := store.Cosine(q, byRef[h.Ref]); math.Abs(h.Score-want) > 1e-9 {
-			t.Errorf("hit %d (%s): score %.12f, store.Cosine %.12f", i, h.Ref, h.Score, want)
+		if want := backend.Cosine(q, byRef[h.Ref]); math.Abs(h.Score-want) > 1e-9 {
+			t.Errorf("hit %d (%s): score %.12f, backend.Cosine %.12f", i, h.Ref, h.Score, want)
 		}
 		if i > 0 && h.Score > hits[i-1].Score {
 			t.Errorf("hit %d scores %v, above hit %d's %v", i, h.Score, i-1, hits[i-1].Score)

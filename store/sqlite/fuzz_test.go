@@ -30,7 +30,7 @@ var seedHits = map[string]int{"हिन्दी": 8, "العَرَبِيَّة
 
 // FuzzSearch: any query text gives hits or ErrInvalid from SQLite, never an
 // SQL error, and the same hits as the in-memory backend (both implement one
-// matching rule, store.ParsedQuery).
+// matching rule, fulltext.ParsedQuery).
 func FuzzSearch(f *testing.F) {
 	for _, s := range []string{"INV-4401", `"checkout failure`, "NEAR(a b)", "a* OR b", "讨论预算", "e\u0301", "ǅ", "ß", "\x00", `"""`, "हिन्दी", "العَرَبِيَّة", "ภาษาไทย"} {
 		f.Add(s)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 var _ store.Leaser = (*Store)(nil)
@@ -28,10 +29,10 @@ const createLeases = `CREATE TABLE IF NOT EXISTS leases (
 // TryLease implements store.Leaser: one upsert that takes the lease when it
 // is free, held by owner (a renewal) or expired (a takeover).
 func (s *Store) TryLease(ctx context.Context, tenant, thread, name, owner string, ttl time.Duration) (bool, error) {
-	if err := store.CheckLease(tenant, thread, name, owner); err != nil {
+	if err := backend.CheckLease(tenant, thread, name, owner); err != nil {
 		return false, err
 	}
-	if err := store.CheckLeaseTTL(ttl); err != nil {
+	if err := backend.CheckLeaseTTL(ttl); err != nil {
 		return false, err
 	}
 	now := s.clock()
@@ -43,7 +44,7 @@ func (s *Store) TryLease(ctx context.Context, tenant, thread, name, owner string
 		res, err := tx.ExecContext(ctx, `INSERT INTO leases (tenant, thread, name, owner, expires) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (tenant, thread, name) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
 			WHERE leases.owner = excluded.owner OR leases.expires <= ?`,
-			tenant, thread, name, owner, store.Nanos(now.Add(ttl)), store.Nanos(now))
+			tenant, thread, name, owner, backend.Nanos(now.Add(ttl)), backend.Nanos(now))
 		if err != nil {
 			return fmt.Errorf("sqlite: try lease: %w", err)
 		}
@@ -56,7 +57,7 @@ func (s *Store) TryLease(ctx context.Context, tenant, thread, name, owner string
 
 // ReleaseLease implements store.Leaser.
 func (s *Store) ReleaseLease(ctx context.Context, tenant, thread, name, owner string) error {
-	if err := store.CheckLease(tenant, thread, name, owner); err != nil {
+	if err := backend.CheckLease(tenant, thread, name, owner); err != nil {
 		return err
 	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {

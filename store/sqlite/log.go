@@ -12,6 +12,8 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 // toolLookback bounds how far back Append looks for the tool call a
@@ -23,7 +25,7 @@ type prepared struct {
 	ev    store.Event
 	msg   *message.Message
 	json  sql.NullString
-	plain string // the archive's index terms (store.IndexBody)
+	plain string // the archive's index terms (fulltext.IndexBody)
 	data  sql.NullString
 }
 
@@ -32,7 +34,7 @@ type prepared struct {
 // returns only once its events are durable (I1), and each is checked on its
 // own: a conflicting append fails alone, inside a savepoint.
 func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, evs []store.Event) ([]store.Event, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return nil, err
 	}
 	if after < 0 {
@@ -259,13 +261,13 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 	if r.after == 0 {
 		res, err := tx.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			r.tenant, r.thread, store.Nanos(r.now), store.Nanos(r.now), newLast, r.msgs, r.tokens)
+			r.tenant, r.thread, backend.Nanos(r.now), backend.Nanos(r.now), newLast, r.msgs, r.tokens)
 		if err != nil {
 			return fmt.Errorf("sqlite: append: %w", err)
 		}
 		moved, _ = res.RowsAffected()
 	} else {
-		res, err := st.bump.ExecContext(ctx, newLast, store.Nanos(r.now), r.msgs, r.tokens, r.tenant, r.thread, r.after)
+		res, err := st.bump.ExecContext(ctx, newLast, backend.Nanos(r.now), r.msgs, r.tokens, r.tenant, r.thread, r.after)
 		if err != nil {
 			return fmt.Errorf("sqlite: append: %w", err)
 		}
@@ -282,13 +284,13 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 		var role, tool sql.NullString
 		if p.msg != nil {
 			role = sql.NullString{String: string(p.msg.Role), Valid: true}
-			name := store.ToolOf(*p.msg, func(id string) string {
+			name := backend.ToolOf(*p.msg, func(id string) string {
 				return s.findCall(ctx, tx, r.tenant, r.thread, r.after, ps[:i], id)
 			})
 			tool = sql.NullString{String: name, Valid: name != ""}
 		}
 		ref := sql.NullString{String: p.ev.Ref, Valid: p.ev.Ref != ""}
-		res, err := st.ins.ExecContext(ctx, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), store.Nanos(p.ev.At),
+		res, err := st.ins.ExecContext(ctx, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
 			ref, role, tool, p.ev.Tokens, p.json, p.data)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
@@ -320,7 +322,7 @@ func lastSeqIn(ctx context.Context, tx *sql.Tx, tenant, thread string) (int64, e
 
 // prepare validates an event and encodes it for insertion as seq.
 func prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
-	if err := store.CheckEvent(ev); err != nil {
+	if err := backend.CheckEvent(ev); err != nil {
 		return prepared{}, err
 	}
 	p := prepared{ev: ev, msg: ev.Message}
@@ -334,12 +336,12 @@ func prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
 		if p.ev.Ref == "" {
 			p.ev.Ref = store.NewRef()
 		}
-		js, err := store.EncodeMessage(p.msg)
+		js, err := backend.EncodeMessage(p.msg)
 		if err != nil {
 			return prepared{}, err
 		}
 		p.json = sql.NullString{String: js, Valid: true}
-		p.plain = store.IndexBody(store.SearchText(*p.msg, p.ev.At))
+		p.plain = fulltext.IndexBody(fulltext.SearchText(*p.msg, p.ev.At))
 	}
 	if len(ev.Data) > 0 {
 		p.data = sql.NullString{String: string(ev.Data), Valid: true}
@@ -354,19 +356,19 @@ func prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
 func (s *Store) findCall(ctx context.Context, tx *sql.Tx, tenant, thread string, after int64, batch []prepared, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := batch[i].msg; m != nil {
-			if n := store.CallName(*m, callID); n != "" {
+			if n := backend.CallName(*m, callID); n != "" {
 				return n
 			}
 		}
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT message FROM events
 		WHERE tenant = ? AND thread = ? AND seq > ? AND role = 'assistant' AND instr(message, ?) > 0
-		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, store.CallNeedle(callID))
+		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, backend.CallNeedle(callID))
 	if err != nil {
 		return ""
 	}
 	defer rows.Close()
-	return store.CallNameInRows(rows, callID)
+	return backend.CallNameInRows(rows, callID)
 }
 
 const eventCols = `seq, kind, at, ref, tokens, message, data`
@@ -382,7 +384,7 @@ func scanEvent(sc interface{ Scan(...any) error }, lead ...any) (store.Event, er
 	if err := sc.Scan(append(lead, &ev.Seq, &kind, &at, &ref, &ev.Tokens, &msg, &dat)...); err != nil {
 		return ev, err
 	}
-	ev.Kind, ev.At, ev.Ref = store.Kind(kind), store.FromNanos(at), ref.String
+	ev.Kind, ev.At, ev.Ref = store.Kind(kind), backend.FromNanos(at), ref.String
 	if msg.Valid {
 		var m message.Message
 		if err := json.Unmarshal([]byte(msg.String), &m); err != nil {
@@ -398,7 +400,7 @@ func scanEvent(sc interface{ Scan(...any) error }, lead ...any) (store.Event, er
 
 // Load implements store.Log.
 func (s *Store) Load(ctx context.Context, tenant, thread string, from int64, limit int) ([]store.Event, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
@@ -426,7 +428,7 @@ func (s *Store) Load(ctx context.Context, tenant, thread string, from int64, lim
 
 // LastSeq implements store.Log.
 func (s *Store) LastSeq(ctx context.Context, tenant, thread string) (int64, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return 0, err
 	}
 	var last int64
@@ -446,15 +448,15 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 		return nil, "", err
 	}
 	limit := p.Size()
-	q := `SELECT ` + store.ThreadCols + ` FROM threads WHERE tenant = ?`
+	q := `SELECT ` + backend.ThreadCols + ` FROM threads WHERE tenant = ?`
 	args := []any{tenant}
 	if p.Cursor != "" {
-		at, id, err := store.DecodeCursor(p.Cursor)
+		at, id, err := backend.DecodeCursor(p.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
 		q += ` AND (updated < ? OR (updated = ? AND id > ?))`
-		args = append(args, store.Nanos(at), store.Nanos(at), id)
+		args = append(args, backend.Nanos(at), backend.Nanos(at), id)
 	}
 	q += ` ORDER BY updated DESC, id LIMIT ?`
 	args = append(args, limit+1)
@@ -465,7 +467,7 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 	defer rows.Close()
 	var out []store.ThreadInfo
 	for rows.Next() {
-		ti, err := store.ScanThread(rows)
+		ti, err := backend.ScanThread(rows)
 		if err != nil {
 			return nil, "", fmt.Errorf("sqlite: threads: %w", err)
 		}
@@ -477,19 +479,19 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[limit-1]
-		return out, store.EncodeCursor(last.Updated, last.ID), nil
+		return out, backend.EncodeCursor(last.Updated, last.ID), nil
 	}
 	return out, "", nil
 }
 
-func checkTenant(tenant string) error { return store.CheckScope(tenant, "-") }
+func checkTenant(tenant string) error { return backend.CheckScope(tenant, "-") }
 
 // Thread implements store.Log.
 func (s *Store) Thread(ctx context.Context, tenant, thread string) (store.ThreadInfo, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return store.ThreadInfo{}, err
 	}
-	ti, err := store.ScanThread(s.r.QueryRowContext(ctx, `SELECT `+store.ThreadCols+` FROM threads WHERE tenant = ? AND id = ?`, tenant, thread))
+	ti, err := backend.ScanThread(s.r.QueryRowContext(ctx, `SELECT `+backend.ThreadCols+` FROM threads WHERE tenant = ? AND id = ?`, tenant, thread))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ThreadInfo{}, store.ErrNotFound
 	}
@@ -503,7 +505,7 @@ func (s *Store) Thread(ctx context.Context, tenant, thread string) (store.Thread
 // (secure_delete) and the WAL is checkpointed and truncated afterwards, so
 // the thread's content does not survive in the files.
 func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return err
 	}
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {

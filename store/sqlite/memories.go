@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
-// Memories: namespaces are stored joined (store.JoinNamespace), so a prefix
+// Memories: namespaces are stored joined (backend.JoinNamespace), so a prefix
 // search is a range scan [P, P') where P' is P with its final separator
 // incremented; expired rows are filtered on every read and purged by the
 // next write.
@@ -23,7 +25,7 @@ func purgeExpired(ctx context.Context, tx *sql.Tx, now time.Time) error {
 		`DELETE FROM memories_fts WHERE rowid IN (SELECT id FROM memories WHERE expires > 0 AND expires <= ?)`,
 		`DELETE FROM memories WHERE expires > 0 AND expires <= ?`,
 	} {
-		if _, err := tx.ExecContext(ctx, q, store.Nanos(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, q, backend.Nanos(now)); err != nil {
 			return fmt.Errorf("sqlite: purge memories: %w", err)
 		}
 	}
@@ -32,14 +34,14 @@ func purgeExpired(ctx context.Context, tx *sql.Tx, now time.Time) error {
 
 // PutMemory implements store.Memories.
 func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (store.Memory, error) {
-	if err := store.CheckItem(tenant, it); err != nil {
+	if err := backend.CheckItem(tenant, it); err != nil {
 		return store.Memory{}, err
 	}
 	if it.Value == nil {
 		return store.Memory{}, fmt.Errorf("%w: memory value is empty", store.ErrInvalid)
 	}
 	now := s.clock()
-	ns := store.JoinNamespace(it.Namespace)
+	ns := backend.JoinNamespace(it.Namespace)
 	out := store.Memory{
 		Namespace: append([]string(nil), it.Namespace...),
 		Key:       it.Key,
@@ -50,7 +52,7 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (
 	if !it.Expires.IsZero() {
 		out.Expires = it.Expires.UTC().Round(0)
 	}
-	body := store.IndexBody(store.MemoryText(it.Key, it.Value))
+	body := fulltext.IndexBody(backend.MemoryText(it.Key, it.Value))
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		if err := purgeExpired(ctx, tx, now); err != nil {
 			return err
@@ -61,7 +63,7 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			res, err := tx.ExecContext(ctx, `INSERT INTO memories (tenant, namespace, key, value, created, updated, expires)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, tenant, ns, it.Key, string(it.Value), store.Nanos(now), store.Nanos(now), store.Nanos(out.Expires))
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, tenant, ns, it.Key, string(it.Value), backend.Nanos(now), backend.Nanos(now), backend.Nanos(out.Expires))
 			if err != nil {
 				return fmt.Errorf("sqlite: put memory: %w", err)
 			}
@@ -71,9 +73,9 @@ func (s *Store) PutMemory(ctx context.Context, tenant string, it store.Memory) (
 		case err != nil:
 			return fmt.Errorf("sqlite: put memory: %w", err)
 		default:
-			out.Created = store.FromNanos(created)
+			out.Created = backend.FromNanos(created)
 			if _, err := tx.ExecContext(ctx, `UPDATE memories SET value = ?, updated = ?, expires = ? WHERE id = ?`,
-				string(it.Value), store.Nanos(now), store.Nanos(out.Expires), id); err != nil {
+				string(it.Value), backend.Nanos(now), backend.Nanos(out.Expires), id); err != nil {
 				return fmt.Errorf("sqlite: put memory: %w", err)
 			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM memories_fts WHERE rowid = ?`, id); err != nil {
@@ -100,19 +102,19 @@ func scanItem(sc interface{ Scan(...any) error }, extra ...any) (store.Memory, e
 		created, updated, expires int64
 	)
 	err := sc.Scan(append([]any{&ns, &it.Key, &value, &created, &updated, &expires}, extra...)...)
-	it.Namespace, it.Value = store.SplitNamespace(ns), json.RawMessage(value)
-	it.Created, it.Updated, it.Expires = store.FromNanos(created), store.FromNanos(updated), store.FromNanos(expires)
+	it.Namespace, it.Value = backend.SplitNamespace(ns), json.RawMessage(value)
+	it.Created, it.Updated, it.Expires = backend.FromNanos(created), backend.FromNanos(updated), backend.FromNanos(expires)
 	return it, err
 }
 
 // GetMemory implements store.Memories.
 func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string, key string) (store.Memory, error) {
-	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
+	if err := backend.CheckItemRef(tenant, namespace, key); err != nil {
 		return store.Memory{}, err
 	}
 	it, err := scanItem(s.r.QueryRowContext(ctx, `SELECT `+itemCols+` FROM memories m
 		WHERE m.tenant = ? AND m.namespace = ? AND m.key = ? AND (m.expires = 0 OR m.expires > ?)`,
-		tenant, store.JoinNamespace(namespace), key, store.Nanos(s.clock())))
+		tenant, backend.JoinNamespace(namespace), key, backend.Nanos(s.clock())))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Memory{}, store.ErrNotFound
 	}
@@ -124,7 +126,7 @@ func (s *Store) GetMemory(ctx context.Context, tenant string, namespace []string
 
 // DeleteMemory implements store.Memories.
 func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []string, key string) error {
-	if err := store.CheckItemRef(tenant, namespace, key); err != nil {
+	if err := backend.CheckItemRef(tenant, namespace, key); err != nil {
 		return err
 	}
 	now := s.clock()
@@ -134,7 +136,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []str
 		}
 		var id int64
 		err := tx.QueryRowContext(ctx, `SELECT id FROM memories WHERE tenant = ? AND namespace = ? AND key = ?`,
-			tenant, store.JoinNamespace(namespace), key).Scan(&id)
+			tenant, backend.JoinNamespace(namespace), key).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}
@@ -154,7 +156,7 @@ func (s *Store) DeleteMemory(ctx context.Context, tenant string, namespace []str
 // SQL scan (JSON equality with numbers compared by value), then Offset and
 // Limit.
 func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQuery) ([]store.Memory, error) {
-	filter, err := store.CheckMemoryQuery(tenant, q)
+	filter, err := backend.CheckMemoryQuery(tenant, q)
 	if err != nil {
 		return nil, err
 	}
@@ -165,20 +167,20 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 	limit = min(limit, maxLimit)
 
 	where := []string{"m.tenant = ?", "(m.expires = 0 OR m.expires > ?)"}
-	args := []any{tenant, store.Nanos(s.clock())}
-	if lo, hi := store.NamespaceRange(q.Prefix); lo != "" {
+	args := []any{tenant, backend.Nanos(s.clock())}
+	if lo, hi := backend.NamespaceRange(q.Prefix); lo != "" {
 		where = append(where, "m.namespace >= ?", "m.namespace < ?")
 		args = append(args, lo, hi)
 	}
 	var (
-		pq      store.ParsedQuery
+		pq      fulltext.ParsedQuery
 		sqlText string
 	)
 	if q.Text == "" {
 		sqlText = `SELECT ` + itemCols + `, 0.0, '' FROM memories m WHERE ` + strings.Join(where, " AND ") +
 			` ORDER BY m.updated DESC, m.namespace, m.key`
 	} else {
-		if pq, err = store.ParseQuery(q.Text); err != nil || pq.Empty() {
+		if pq, err = fulltext.ParseQuery(q.Text); err != nil || pq.Empty() {
 			return nil, err
 		}
 		args = append([]any{pq.FTS5()}, args...)
@@ -201,7 +203,7 @@ func (s *Store) SearchMemory(ctx context.Context, tenant string, q store.MemoryQ
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: search memory: %w", err)
 		}
-		if !filter.Match(it.Value) || (q.Text != "" && !pq.MatchesVerbatim(store.MemoryText(it.Key, it.Value))) {
+		if !filter.Match(it.Value) || (q.Text != "" && !pq.MatchesVerbatim(backend.MemoryText(it.Key, it.Value))) {
 			continue
 		}
 		if skip > 0 {
@@ -222,10 +224,10 @@ func (s *Store) DeleteNamespace(ctx context.Context, tenant string, prefix []str
 	if err := checkTenant(tenant); err != nil {
 		return 0, err
 	}
-	if err := store.CheckNamespace(prefix, false); err != nil {
+	if err := backend.CheckNamespace(prefix, false); err != nil {
 		return 0, err
 	}
-	lo, hi := store.NamespaceRange(prefix)
+	lo, hi := backend.NamespaceRange(prefix)
 	now := s.clock()
 	var n int64
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {

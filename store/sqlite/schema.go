@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme/message"
-	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 // migrations are the schema versions, applied in order at Open, each in its
@@ -27,7 +28,7 @@ import (
 //
 // Migration 3 gives the archive index its scope column (tenant and thread
 // tokens: search narrows inside the index) and indexes the archive and the
-// memories by their terms (store.IndexTerms: stems, possessives, names and
+// memories by their terms (fulltext.IndexTerms: stems, possessives, names and
 // dates); reindex, run in the same transaction, rebuilds both indexes from
 // the rows.
 var migrations = []string{
@@ -190,7 +191,7 @@ func reindex(ctx context.Context, tx *sql.Tx) error {
 		if err := json.Unmarshal([]byte(js), &m); err != nil {
 			return fmt.Errorf("event %d: stored message: %w", r.id, err)
 		}
-		r.body = store.IndexBody(store.SearchText(m, store.FromNanos(at)))
+		r.body = fulltext.IndexBody(fulltext.SearchText(m, backend.FromNanos(at)))
 		batch = append(batch, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -220,7 +221,7 @@ func reindex(ctx context.Context, tx *sql.Tx) error {
 		if err := mrows.Scan(&m.id, &key, &value); err != nil {
 			return err
 		}
-		m.body = store.IndexBody(store.MemoryText(key, json.RawMessage(value)))
+		m.body = fulltext.IndexBody(backend.MemoryText(key, json.RawMessage(value)))
 		mems = append(mems, m)
 	}
 	if err := mrows.Err(); err != nil {

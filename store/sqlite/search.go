@@ -11,13 +11,15 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
 )
 
 const maxLimit = 1000
 
 // The archive index: events_fts holds, for each message event (rowid =
-// events.id), its scope and its index terms (store.IndexBody of
-// store.SearchText). The scope column carries two tokens, one naming the
+// events.id), its scope and its index terms (fulltext.IndexBody of
+// fulltext.SearchText). The scope column carries two tokens, one naming the
 // tenant and one the thread, so that a search ANDs its terms with its
 // scope inside FTS5: the index itself narrows to the thread or the tenant,
 // and the cost of a search does not grow with what other threads and
@@ -46,15 +48,15 @@ func scopeHash(s string) string {
 // Search implements store.Archive. FTS5 finds the candidates, every
 // document of the scope (the thread, or the tenant) containing any term,
 // from a MATCH expression built only of quoted phrases, so user text never
-// reaches FTS5 syntax; store.ParsedQuery.Rank scores them by BM25 with the
+// reaches FTS5 syntax; fulltext.ParsedQuery.Rank scores them by BM25 with the
 // scope's statistics (never another tenant's); verbatim identifier terms
 // are then checked on each candidate's text, best first, until Limit hits
 // are found.
 func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
-	if err := store.CheckSearch(tenant, q); err != nil {
+	if err := backend.CheckSearch(tenant, q); err != nil {
 		return nil, err
 	}
-	pq, err := store.ParseQuery(q.Text)
+	pq, err := fulltext.ParseQuery(q.Text)
 	if err != nil || pq.Empty() {
 		return nil, err
 	}
@@ -68,7 +70,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	if q.Thread != "" {
 		scope = `"` + threadToken(tenant, q.Thread) + `"`
 	}
-	match := "scope : " + scope + " AND body : (" + pq.Union(store.FTS5Phrase, " OR ") + ")"
+	match := "scope : " + scope + " AND body : (" + pq.Union(fulltext.FTS5Phrase, " OR ") + ")"
 	var (
 		where []string
 		args  = []any{match}
@@ -90,10 +92,10 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		add("e.seq <= ?", q.ToSeq)
 	}
 	if !q.Since.IsZero() {
-		add("e.at >= ?", store.Nanos(q.Since))
+		add("e.at >= ?", backend.Nanos(q.Since))
 	}
 	if !q.Until.IsZero() {
-		add("e.at <= ?", store.Nanos(q.Until))
+		add("e.at <= ?", backend.Nanos(q.Until))
 	}
 	// The candidates carry their terms, not their text: bodies can be
 	// megabytes, and only those examined below are read. A thread's search
@@ -180,16 +182,16 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		if evTenant != tenant || (q.Thread != "" && h.Thread != q.Thread) {
 			continue // a scope hash collision
 		}
-		h.Ref, h.Role, h.Tool, h.At = ref.String, message.Role(role), tool.String, store.FromNanos(at)
+		h.Ref, h.Role, h.Tool, h.At = ref.String, message.Role(role), tool.String, backend.FromNanos(at)
 		var m message.Message
 		if err := json.Unmarshal([]byte(js.String), &m); err != nil {
 			return nil, fmt.Errorf("sqlite: search: event %s/%d: stored message: %w", h.Thread, h.Seq, err)
 		}
-		text := store.SearchText(m, h.At)
+		text := fulltext.SearchText(m, h.At)
 		if !pq.MatchesVerbatim(text) {
 			continue
 		}
-		h.Snippet = store.Snippet(text, pq, 0)
+		h.Snippet = fulltext.Snippet(text, pq, 0)
 		h.Score = r.Score
 		hits = append(hits, h)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 var _ store.Snapshots = (*Store)(nil)
@@ -14,7 +15,7 @@ var _ store.Snapshots = (*Store)(nil)
 // PutSnapshot implements store.Snapshots: one row per thread, replaced
 // only by a snapshot of a later seq.
 func (s *Store) PutSnapshot(ctx context.Context, tenant, thread string, seq int64, data []byte) error {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return err
 	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
@@ -39,7 +40,7 @@ func (s *Store) PutSnapshot(ctx context.Context, tenant, thread string, seq int6
 
 // GetSnapshot implements store.Snapshots.
 func (s *Store) GetSnapshot(ctx context.Context, tenant, thread string) (int64, []byte, error) {
-	if err := store.CheckScope(tenant, thread); err != nil {
+	if err := backend.CheckScope(tenant, thread); err != nil {
 		return 0, nil, err
 	}
 	var seq int64

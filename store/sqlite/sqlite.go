@@ -17,7 +17,7 @@
 // above the store layer.
 package sqlite
 
-//go:generate go run ./internal/gentokens -o ../tokenrunes.go
+//go:generate go run ./internal/gentokens -o ../fulltext/tokenrunes.go
 
 import (
 	"context"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 
 	_ "modernc.org/sqlite/vec" // registers sqlite-vec (vec0) on every connection
 )
@@ -60,7 +61,7 @@ func (s *Store) PutVectors(ctx context.Context, tenant string, vs []store.Vector
 		return err
 	}
 	for _, v := range vs {
-		if err := store.CheckVector(v); err != nil {
+		if err := backend.CheckVector(v); err != nil {
 			return err
 		}
 	}
@@ -109,7 +110,7 @@ func (s *Store) PutVectors(ctx context.Context, tenant string, vs []store.Vector
 // applied by joining the events, over a larger candidate set when any is
 // given.
 func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.VectorQuery) ([]store.Hit, error) {
-	if err := store.CheckVectorQuery(tenant, q); err != nil {
+	if err := backend.CheckVectorQuery(tenant, q); err != nil {
 		return nil, err
 	}
 	limit := q.Limit
@@ -147,10 +148,10 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		addPost("e.seq <= ?", q.ToSeq)
 	}
 	if !q.Since.IsZero() {
-		addPost("e.at >= ?", store.Nanos(q.Since))
+		addPost("e.at >= ?", backend.Nanos(q.Since))
 	}
 	if !q.Until.IsZero() {
-		addPost("e.at <= ?", store.Nanos(q.Until))
+		addPost("e.at <= ?", backend.Nanos(q.Until))
 	}
 	if len(post) > 0 {
 		k = min(4096, max(limit*8, 256)) // sqlite-vec caps k at 4096
@@ -188,7 +189,7 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		if err := rows.Scan(&h.Thread, &ref, &h.Seq, &role, &tool, &at, &dist); err != nil {
 			return nil, fmt.Errorf("sqlite: search vectors: %w", err)
 		}
-		h.Ref, h.Role, h.Tool, h.At, h.Score = ref.String, message.Role(role), tool.String, store.FromNanos(at), 1-dist
+		h.Ref, h.Role, h.Tool, h.At, h.Score = ref.String, message.Role(role), tool.String, backend.FromNanos(at), 1-dist
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {

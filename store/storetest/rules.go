@@ -52,7 +52,7 @@ func loadRules(t *testing.T, s store.Store) {
 	mustAppend(t, s, "acme", "rules", 0, evs...)
 }
 
-// testSearchRules: what each search rule (store.ParseQuery) must and must
+// testSearchRules: what each search rule (fulltext.ParseQuery) must and must
 // not match, the same on every backend.
 func testSearchRules(t *testing.T, s store.Store) {
 	loadRules(t, s)

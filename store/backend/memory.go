@@ -1,4 +1,4 @@
-package store
+package backend
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mnemehq/mneme/store"
 )
 
 // Helpers for the long-term memory store shared by every backend.
@@ -27,14 +29,14 @@ const NamespaceSep = "\x1f"
 // non-empty, valid UTF-8 without control characters, at most 256 bytes.
 func CheckNamespace(ns []string, allowEmpty bool) error {
 	if len(ns) == 0 && !allowEmpty {
-		return fmt.Errorf("%w: empty namespace", ErrInvalid)
+		return fmt.Errorf("%w: empty namespace", store.ErrInvalid)
 	}
 	if len(ns) > 32 {
-		return fmt.Errorf("%w: namespace deeper than 32", ErrInvalid)
+		return fmt.Errorf("%w: namespace deeper than 32", store.ErrInvalid)
 	}
 	for _, e := range ns {
 		if e == "" || len(e) > 256 || !utf8.ValidString(e) || strings.ContainsFunc(e, unicode.IsControl) {
-			return fmt.Errorf("%w: namespace element %q: empty, too long or with control characters", ErrInvalid, e)
+			return fmt.Errorf("%w: namespace element %q: empty, too long or with control characters", store.ErrInvalid, e)
 		}
 	}
 	return nil
@@ -68,9 +70,9 @@ func SplitNamespace(s string) []string {
 }
 
 // CheckItem validates an item for PutMemory.
-func CheckItem(tenant string, it Memory) error {
+func CheckItem(tenant string, it store.Memory) error {
 	if tenant == "" || len(tenant) > 256 {
-		return fmt.Errorf("%w: empty or oversized tenant", ErrInvalid)
+		return fmt.Errorf("%w: empty or oversized tenant", store.ErrInvalid)
 	}
 	if err := CheckNamespace(it.Namespace, false); err != nil {
 		return err
@@ -92,7 +94,7 @@ func CheckItemRef(tenant string, namespace []string, key string) error {
 
 // CheckMemoryQuery validates a memory search's tenant, prefix and offset,
 // and compiles its filter.
-func CheckMemoryQuery(tenant string, q MemoryQuery) (Filter, error) {
+func CheckMemoryQuery(tenant string, q store.MemoryQuery) (Filter, error) {
 	if err := CheckScope(tenant, "-"); err != nil {
 		return Filter{}, err
 	}
@@ -100,7 +102,7 @@ func CheckMemoryQuery(tenant string, q MemoryQuery) (Filter, error) {
 		return Filter{}, err
 	}
 	if q.Offset < 0 {
-		return Filter{}, fmt.Errorf("%w: negative offset", ErrInvalid)
+		return Filter{}, fmt.Errorf("%w: negative offset", store.ErrInvalid)
 	}
 	return CompileFilter(q.Filter)
 }
@@ -108,10 +110,10 @@ func CheckMemoryQuery(tenant string, q MemoryQuery) (Filter, error) {
 // CheckKey validates an item key and, when value is not nil, its value.
 func CheckKey(key string, value json.RawMessage) error {
 	if key == "" || len(key) > 1024 || !utf8.ValidString(key) {
-		return fmt.Errorf("%w: empty, oversized or non-UTF-8 memory key", ErrInvalid)
+		return fmt.Errorf("%w: empty, oversized or non-UTF-8 memory key", store.ErrInvalid)
 	}
 	if value != nil && !json.Valid(value) {
-		return fmt.Errorf("%w: memory value is not valid JSON", ErrInvalid)
+		return fmt.Errorf("%w: memory value is not valid JSON", store.ErrInvalid)
 	}
 	return nil
 }
@@ -171,11 +173,11 @@ func CompileFilter(f map[string]any) (Filter, error) {
 	for k, v := range f {
 		raw, err := json.Marshal(v)
 		if err != nil {
-			return Filter{}, fmt.Errorf("%w: filter %q: %v", ErrInvalid, k, err)
+			return Filter{}, fmt.Errorf("%w: filter %q: %v", store.ErrInvalid, k, err)
 		}
 		var n any
 		if err := json.Unmarshal(raw, &n); err != nil {
-			return Filter{}, fmt.Errorf("%w: filter %q: %v", ErrInvalid, k, err)
+			return Filter{}, fmt.Errorf("%w: filter %q: %v", store.ErrInvalid, k, err)
 		}
 		c.keys = append(c.keys, k)
 		c.want[k] = n
@@ -222,7 +224,7 @@ func DecodeCursor(c string) (updated time.Time, id string, err error) {
 	ts, id, ok := strings.Cut(c, ".")
 	n, perr := strconv.ParseInt(ts, 36, 64)
 	if !ok || perr != nil || id == "" {
-		return time.Time{}, "", fmt.Errorf("%w: bad cursor", ErrInvalid)
+		return time.Time{}, "", fmt.Errorf("%w: bad cursor", store.ErrInvalid)
 	}
 	return time.Unix(0, n).UTC(), id, nil
 }

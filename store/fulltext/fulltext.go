@@ -1,4 +1,9 @@
-package store
+// Package fulltext is the archive's and the memories' search semantics,
+// shared by every backend so that what matches and how it ranks is the same
+// on each: query parsing (identifiers, phrases, stopwords), the terms text
+// is indexed by (tokens as SQLite FTS5's unicode61 sees them, possessives,
+// stems), BM25 ranking over a scope's candidates, and snippets.
+package fulltext
 
 import (
 	"fmt"
@@ -14,6 +19,7 @@ import (
 	"github.com/kljensen/snowball/english"
 
 	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
 )
 
 // Query parsing shared by every backend, so that "what matches" is the same
@@ -44,7 +50,7 @@ import (
 //     stopwords (the, what, did, ...) are dropped unless the query has
 //     nothing else.
 
-// Query limits: larger queries are ErrInvalid rather than slow.
+// Query limits: larger queries are store.ErrInvalid rather than slow.
 const (
 	MaxQueryBytes = 16 << 10
 	MaxQueryTerms = 64
@@ -70,10 +76,10 @@ type ParsedQuery struct {
 }
 
 // ParseQuery parses user search text. It never fails on content, only on
-// size (ErrInvalid): any string yields a query, possibly an empty one.
+// size (store.ErrInvalid): any string yields a query, possibly an empty one.
 func ParseQuery(s string) (ParsedQuery, error) {
 	if len(s) > MaxQueryBytes {
-		return ParsedQuery{}, fmt.Errorf("%w: query longer than %d bytes", ErrInvalid, MaxQueryBytes)
+		return ParsedQuery{}, fmt.Errorf("%w: query longer than %d bytes", store.ErrInvalid, MaxQueryBytes)
 	}
 	s = strings.ToValidUTF8(s, " ")
 	var words, phrases []string
@@ -163,7 +169,7 @@ func ParseQuery(s string) (ParsedQuery, error) {
 		}
 	}
 	if len(q.Terms) > MaxQueryTerms {
-		return ParsedQuery{}, fmt.Errorf("%w: query has more than %d terms", ErrInvalid, MaxQueryTerms)
+		return ParsedQuery{}, fmt.Errorf("%w: query has more than %d terms", store.ErrInvalid, MaxQueryTerms)
 	}
 	return q, nil
 }
@@ -735,29 +741,4 @@ func fwdRunes(s string, i, n int) int {
 		i += w
 	}
 	return i
-}
-
-// ToolOf returns the tool name of a tool-result message: the name it
-// carries, or else the name of the call it answers as lookup finds it
-// (lookup may be nil). "" for other messages.
-func ToolOf(m message.Message, lookup func(callID string) string) string {
-	if n := m.ToolName(); n != "" {
-		return n
-	}
-	if lookup == nil || !m.IsToolResult() {
-		return ""
-	}
-	for _, p := range m.ToolResults() {
-		if p.ToolCallID != "" {
-			if n := lookup(p.ToolCallID); n != "" {
-				return n
-			}
-		}
-	}
-	return ""
-}
-
-// NeedsToolLookup reports whether ToolOf would consult its lookup for m.
-func NeedsToolLookup(m message.Message) bool {
-	return m.ToolName() == "" && m.IsToolResult() && len(m.ToolResults()) > 0
 }

@@ -1,10 +1,12 @@
-package store
+package fulltext
 
 import (
 	"errors"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mnemehq/mneme/store"
 )
 
 func TestParseQuery(t *testing.T) {
@@ -78,8 +80,8 @@ func TestParseQuery(t *testing.T) {
 }
 
 func TestParseQueryLimits(t *testing.T) {
-	if _, err := ParseQuery(strings.Repeat("a", MaxQueryBytes+1)); !errors.Is(err, ErrInvalid) {
-		t.Errorf("oversized query: err = %v, want ErrInvalid", err)
+	if _, err := ParseQuery(strings.Repeat("a", MaxQueryBytes+1)); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("oversized query: err = %v, want store.ErrInvalid", err)
 	}
 	if q, err := ParseQuery(strings.Repeat("ab ", MaxQueryBytes/3)); err != nil || len(q.Terms) != 1 {
 		t.Errorf("query of %d bytes: %v, %v", MaxQueryBytes, q, err)
@@ -88,8 +90,8 @@ func TestParseQueryLimits(t *testing.T) {
 	for i := range MaxQueryTerms + 1 {
 		words = append(words, strings.Repeat("x", i+1))
 	}
-	if _, err := ParseQuery(strings.Join(words, " ")); !errors.Is(err, ErrInvalid) {
-		t.Errorf("%d terms: err = %v, want ErrInvalid", len(words), err)
+	if _, err := ParseQuery(strings.Join(words, " ")); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("%d terms: err = %v, want store.ErrInvalid", len(words), err)
 	}
 	if _, err := ParseQuery(strings.Join(words[:MaxQueryTerms], " ")); err != nil {
 		t.Errorf("%d terms: %v", MaxQueryTerms, err)
@@ -124,7 +126,7 @@ func FuzzParseQuery(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		q, err := ParseQuery(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
+			if !errors.Is(err, store.ErrInvalid) {
 				t.Fatalf("ParseQuery(%q): %v", s, err)
 			}
 			return
@@ -195,58 +197,6 @@ func TestSnippet(t *testing.T) {
 		if got != c.want {
 			t.Errorf("Snippet(%q, %q) = %q, want %q", c.q, c.text, got, c.want)
 		}
-	}
-}
-
-func TestNamespace(t *testing.T) {
-	for _, ns := range [][]string{{"a"}, {"a", "b"}, {"a b", "ü", "🙂"}} {
-		if got := SplitNamespace(JoinNamespace(ns)); strings.Join(got, "|") != strings.Join(ns, "|") {
-			t.Errorf("round trip %q = %q", ns, got)
-		}
-	}
-	under := func(ns, p []string) bool { return strings.HasPrefix(JoinNamespace(ns), JoinNamespace(p)) }
-	if !under([]string{"a", "b"}, []string{"a"}) || under([]string{"ab"}, []string{"a"}) || under([]string{"a"}, []string{"a", "b"}) {
-		t.Error("prefix semantics broken")
-	}
-	for _, bad := range [][]string{nil, {""}, {"a\x1fb"}, {"a\nb"}, {"\xff"}} {
-		if err := CheckNamespace(bad, false); !errors.Is(err, ErrInvalid) {
-			t.Errorf("CheckNamespace(%q) = %v", bad, err)
-		}
-	}
-}
-
-func TestFilter(t *testing.T) {
-	v := []byte(`{"kind":"billing","n":2,"ok":true,"tags":["a","b"],"o":{"x":1}}`)
-	cases := []struct {
-		f    map[string]any
-		want bool
-	}{
-		{nil, true},
-		{map[string]any{"kind": "billing"}, true},
-		{map[string]any{"kind": "other"}, false},
-		{map[string]any{"n": 2}, true},
-		{map[string]any{"n": 2.0}, true},
-		{map[string]any{"n": "2"}, false},
-		{map[string]any{"ok": true}, true},
-		{map[string]any{"tags": []string{"a", "b"}}, true},
-		{map[string]any{"o": map[string]int{"x": 1}}, true},
-		{map[string]any{"missing": nil}, false},
-	}
-	for _, c := range cases {
-		f, err := CompileFilter(c.f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := f.Match(v); got != c.want {
-			t.Errorf("filter %v = %v, want %v", c.f, got, c.want)
-		}
-	}
-	f, _ := CompileFilter(map[string]any{"kind": "billing"})
-	if f.Match([]byte(`"billing"`)) {
-		t.Error("a non-object value matched a filter")
-	}
-	if _, err := CompileFilter(map[string]any{"ch": make(chan int)}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("unencodable filter: %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package store
+package backend
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
 )
 
 // The stored form of a message, the same in every backend, and the
@@ -15,13 +16,13 @@ import (
 
 // EncodeMessage returns a message's stored form: its JSON without HTML
 // escaping and without a trailing newline. A message that does not encode
-// is ErrInvalid.
+// is store.ErrInvalid.
 func EncodeMessage(m *message.Message) (string, error) {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(m); err != nil {
-		return "", fmt.Errorf("%w: message does not encode: %v", ErrInvalid, err)
+		return "", fmt.Errorf("%w: message does not encode: %v", store.ErrInvalid, err)
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
@@ -70,21 +71,6 @@ func CallNameInRows(rows interface {
 	return ""
 }
 
-// Size is the page size every backend serves for p: Limit, DefaultPageSize
-// when it is unset, never more than MaxPageSize.
-func (p Page) Size() int {
-	if p.Limit <= 0 {
-		return DefaultPageSize
-	}
-	return min(p.Limit, MaxPageSize)
-}
-
-// Page sizes of Threads.
-const (
-	DefaultPageSize = 50
-	MaxPageSize     = 1000
-)
-
 // Nanos and FromNanos are how the SQL backends store times: UTC Unix
 // nanoseconds in an integer column, exact (PostgreSQL's timestamptz keeps
 // only microseconds) and sortable; 0 stands for the zero time.
@@ -108,12 +94,37 @@ func FromNanos(n int64) time.Time {
 const ThreadCols = `id, last_seq, messages, tokens, created, updated`
 
 // ScanThread reads one row of ThreadCols (database/sql and pgx rows alike).
-func ScanThread(sc interface{ Scan(...any) error }) (ThreadInfo, error) {
+func ScanThread(sc interface{ Scan(...any) error }) (store.ThreadInfo, error) {
 	var (
-		ti               ThreadInfo
+		ti               store.ThreadInfo
 		created, updated int64
 	)
 	err := sc.Scan(&ti.ID, &ti.Events, &ti.Messages, &ti.Tokens, &created, &updated)
 	ti.Created, ti.Updated = FromNanos(created), FromNanos(updated)
 	return ti, err
+}
+
+// ToolOf returns the tool name of a tool-result message: the name it
+// carries, or else the name of the call it answers as lookup finds it
+// (lookup may be nil). "" for other messages.
+func ToolOf(m message.Message, lookup func(callID string) string) string {
+	if n := m.ToolName(); n != "" {
+		return n
+	}
+	if lookup == nil || !m.IsToolResult() {
+		return ""
+	}
+	for _, p := range m.ToolResults() {
+		if p.ToolCallID != "" {
+			if n := lookup(p.ToolCallID); n != "" {
+				return n
+			}
+		}
+	}
+	return ""
+}
+
+// NeedsToolLookup reports whether ToolOf would consult its lookup for m.
+func NeedsToolLookup(m message.Message) bool {
+	return m.ToolName() == "" && m.IsToolResult() && len(m.ToolResults()) > 0
 }
