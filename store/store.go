@@ -26,6 +26,10 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrInvalid: a malformed argument (empty tenant or thread, bad query).
 	ErrInvalid = errors.New("store: invalid argument")
+	// ErrUnavailable: the store cannot take or serve the call now (disk
+	// full, database file gone or replaced, connection lost); nothing was
+	// written. Callers may retry later; the HTTP layer answers 503.
+	ErrUnavailable = errors.New("store: unavailable")
 )
 
 // Kind is the kind of a log event.
@@ -191,4 +195,11 @@ func NewRef() string {
 		panic(fmt.Sprintf("store: crypto/rand failed: %v", err))
 	}
 	return "m_" + hex.EncodeToString(b[:])
+}
+
+// HealthChecker is a store that can tell whether it can take writes now
+// (its file is in place, its database answers). The server's health check
+// and readiness use it.
+type HealthChecker interface {
+	Health(ctx context.Context) error
 }

@@ -11,7 +11,8 @@ import (
 
 // CheckEvent validates an event for Append, the same way on every backend:
 // a known kind, a message exactly on message events with a valid role, data
-// that is JSON, a ref of at most 256 bytes.
+// that is JSON, a ref of at most 256 bytes, and every string storable as it
+// is (CheckText).
 func CheckEvent(ev store.Event) error {
 	if !ev.Kind.Valid() {
 		return fmt.Errorf("%w: unknown kind %q", store.ErrInvalid, ev.Kind)
@@ -27,6 +28,15 @@ func CheckEvent(ev store.Event) error {
 	}
 	if len(ev.Ref) > 256 {
 		return fmt.Errorf("%w: ref longer than 256 bytes", store.ErrInvalid)
+	}
+	if err := CheckText("ref", ev.Ref); err != nil {
+		return err
+	}
+	if err := CheckJSONText("event data", ev.Data); err != nil {
+		return err
+	}
+	if ev.Message != nil {
+		return checkMessage(ev.Message)
 	}
 	return nil
 }
@@ -59,7 +69,10 @@ func CheckScope(tenant, thread string) error {
 	if len(thread) > 256 || len(tenant) > 256 {
 		return fmt.Errorf("%w: tenant or thread id longer than 256 bytes", store.ErrInvalid)
 	}
-	return nil
+	if err := CheckText("tenant", tenant); err != nil {
+		return err
+	}
+	return CheckText("thread id", thread)
 }
 
 // CheckLease validates the scope, name and owner of a lease call.

@@ -77,6 +77,20 @@ func CheckItem(tenant string, it store.Memory) error {
 	if err := CheckNamespace(it.Namespace, false); err != nil {
 		return err
 	}
+	if err := CheckText("tenant", tenant); err != nil {
+		return err
+	}
+	for _, seg := range it.Namespace {
+		if err := CheckText("namespace", seg); err != nil {
+			return err
+		}
+	}
+	if err := CheckText("key", it.Key); err != nil {
+		return err
+	}
+	if err := CheckJSONText("value", it.Value); err != nil {
+		return err
+	}
 	return CheckKey(it.Key, it.Value)
 }
 

@@ -31,6 +31,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -132,9 +134,46 @@ func dbErr(op string, err error) error {
 			return fmt.Errorf("%w: postgres: %s: ref already used", store.ErrInvalid, op)
 		case len(pe.Code) == 5 && pe.Code[:2] == "22":
 			return fmt.Errorf("%w: postgres: %s: %s", store.ErrInvalid, op, pe.Message)
+		case transientClass(pe.Code):
+			return fmt.Errorf("%w: postgres: %s: %w", store.ErrUnavailable, op, err)
 		}
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("postgres: %s: %w", op, err) // the caller's deadline, not the server's fault
+	}
+	// Not an answer of the server: the connection failed or was lost.
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ne) || errors.As(err, &ce) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.SafeToRetry(err) {
+		return fmt.Errorf("%w: postgres: %s: %w", store.ErrUnavailable, op, err)
 	}
 	return fmt.Errorf("postgres: %s: %w", op, err)
+}
+
+// transientClass reports SQLSTATEs that say the server cannot do the work
+// now rather than that the call was wrong: connection exceptions (08),
+// insufficient resources such as a full disk (53), operator intervention
+// such as a shutdown (57P), serialization failures and deadlocks (40).
+func transientClass(code string) bool {
+	if len(code) != 5 {
+		return false
+	}
+	switch code[:2] {
+	case "08", "53", "40":
+		return true
+	}
+	return code[:3] == "57P"
+}
+
+var _ store.HealthChecker = (*Store)(nil)
+
+// Health reports whether the database answers.
+func (s *Store) Health(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return dbErr("ping", err)
+	}
+	return nil
 }
 
 func checkTenant(tenant string) error { return backend.CheckScope(tenant, "-") }

@@ -24,7 +24,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -43,6 +45,11 @@ type Store struct {
 	group     appendGroup // group commit of Appends (log.go)
 	closeOnce sync.Once
 	closeErr  error
+
+	// path and file identify the database file as opened: a write checks
+	// that the file at path is still that one (see checkFile).
+	path string
+	file os.FileInfo
 }
 
 var _ store.Store = (*Store)(nil)
@@ -100,7 +107,61 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		r.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{w: w, r: r, now: time.Now}, nil
+	st := &Store{w: w, r: r, now: time.Now, path: path}
+	if fi, err := os.Stat(path); err == nil { // not for special names such as :memory:
+		st.file = fi
+	}
+	return st, nil
+}
+
+var _ store.HealthChecker = (*Store)(nil)
+
+// Health reports whether the store can take writes: the database file is
+// still the one opened, and the writer answers.
+func (s *Store) Health(ctx context.Context) error {
+	if err := s.checkFile(); err != nil {
+		return err
+	}
+	if err := s.w.PingContext(ctx); err != nil {
+		return classify("ping", err)
+	}
+	return nil
+}
+
+// checkFile returns store.ErrUnavailable when the file at the store's path
+// is gone or is another file than the one opened. SQLite keeps writing to
+// the open descriptor of a deleted or replaced file, so such writes would
+// succeed and vanish at the next open: they must not be acknowledged.
+func (s *Store) checkFile() error {
+	if s.file == nil {
+		return nil
+	}
+	fi, err := os.Stat(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: sqlite: the database file %s was removed while open", store.ErrUnavailable, s.path)
+	case err != nil:
+		return fmt.Errorf("%w: sqlite: stat %s: %w", store.ErrUnavailable, s.path, err)
+	case !os.SameFile(fi, s.file):
+		return fmt.Errorf("%w: sqlite: the database file %s was replaced while open", store.ErrUnavailable, s.path)
+	}
+	return nil
+}
+
+// classify wraps a driver error for op; faults of the machine rather than
+// of the call (disk full, I/O error, a read-only or unopenable file, a lock
+// held past busy_timeout, no memory) become store.ErrUnavailable, so that
+// the caller answers "retry later" and not "internal error".
+func classify(op string, err error) error {
+	var se *sqlitedrv.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff { // the primary result code
+		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
+			sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_PROTOCOL:
+			return fmt.Errorf("%w: sqlite: %s: %w", store.ErrUnavailable, op, err)
+		}
+	}
+	return fmt.Errorf("sqlite: %s: %w", op, err)
 }
 
 // Close closes both connection pools; calling it again is harmless.
@@ -113,20 +174,29 @@ func (s *Store) Close() error {
 
 func (s *Store) clock() time.Time { return s.now().UTC().Round(0) }
 
-// writeTx runs fn in an IMMEDIATE transaction on the writer connection.
+// writeTx runs fn in an IMMEDIATE transaction on the writer connection. It
+// refuses to write to a database file that is gone or replaced, and
+// reports a commit as failed when the file went away meanwhile (checkFile).
 func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.checkFile(); err != nil {
+		return err
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
+		return classify("begin", err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
+		var se *sqlitedrv.Error
+		if errors.As(err, &se) && !errors.Is(err, store.ErrUnavailable) {
+			return classify("write", err)
+		}
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
+		return classify("commit", err)
 	}
-	return nil
+	return s.checkFile()
 }
 
 // isUniqueViolation reports whether err is a UNIQUE constraint failure.
