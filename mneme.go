@@ -23,7 +23,6 @@ import (
 	"cmp"
 	"container/list"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -226,6 +225,15 @@ func (m *Engine) Close() error {
 // Store returns the underlying store.
 func (m *Engine) Store() store.Store { return m.store }
 
+// Health reports whether the store can take writes now (store.HealthChecker);
+// nil for a store that cannot tell.
+func (m *Engine) Health(ctx context.Context) error {
+	if h, ok := store.As[store.HealthChecker](m.store); ok {
+		return h.Health(ctx)
+	}
+	return nil
+}
+
 // Policy returns the default policy.
 func (m *Engine) Policy() Policy { return m.policy }
 
@@ -359,7 +367,8 @@ func (s sizer) Text(t string) int { return s.c.Count(t) }
 // retryConflicts bounds how often an append retries on a moving tail.
 const retryConflicts = 50
 
-var errTooManyConflicts = errors.New("mneme: too many concurrent writers on one thread")
+// errTooManyConflicts is transient: the writers move on, a retry succeeds.
+var errTooManyConflicts = fmt.Errorf("%w: mneme: too many concurrent writers on one thread", store.ErrUnavailable)
 
 func now() time.Time { return time.Now().UTC() }
 

@@ -6,7 +6,7 @@
 // the OpenAPI file to the handlers.
 //
 // Every handler acts for the tenant the server's auth put in the request's
-// context (server.Tenant): a thread of another tenant is 404, exactly like
+// context (tenant.Of): a thread of another tenant is 404, exactly like
 // a missing one (I8). The package must not import the proxy's handlers, a
 // store backend or SQL; it reads through the engine, store.Store, recall
 // and memory.
@@ -26,12 +26,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/mnemehq/mneme"
+	"github.com/mnemehq/mneme/internal/status"
 	"github.com/mnemehq/mneme/memory"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/recall"
-	"github.com/mnemehq/mneme/server"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/tenant"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -47,7 +48,7 @@ type Config struct {
 	Recall *recall.Recall
 	// Memory is the long-term memory; nil: over the Engine's store.
 	Memory *memory.Bank
-	// Tenant returns the tenant a request acts for; default server.Tenant.
+	// Tenant returns the tenant a request acts for; default tenant.Of.
 	Tenant func(context.Context) string
 	// Logger for failures; default slog.Default().
 	Logger *slog.Logger
@@ -88,7 +89,7 @@ func New(cfg Config) (*API, error) {
 		a.mem = memory.New(a.st, memory.Options{Logger: cfg.Logger})
 	}
 	if a.tenant == nil {
-		a.tenant = server.Tenant
+		a.tenant = tenant.Of
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -309,35 +310,34 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+// WriteError answers with an error in the API's shape (ErrorBody); the
+// server uses it for the refusals it makes before the API runs (auth,
+// limits, bodies).
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	writeError(w, status, code, msg)
+}
+
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	var b ErrorBody
 	b.Error.Code, b.Error.Message = code, msg
 	writeJSON(w, status, b)
 }
 
-// fail maps an error to its status: not found 404, invalid 400, conflict
-// 409, budget 422, anything else 500 (logged, not shown).
+// fail answers err with the status internal/status maps it to (the
+// mapping the proxy and MCP share): not found 404, invalid or over budget
+// 400, conflict 409, store unavailable 503 with Retry-After, anything else
+// 500 with the request id (logged with it, its text not shown).
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var fe *window.FieldError
-	var be *window.BudgetError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "not found")
-	case errors.Is(err, store.ErrInvalid), errors.As(err, &fe), errors.Is(err, errBadRequest):
-		writeError(w, http.StatusBadRequest, "invalid", err.Error())
-	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.As(err, &be):
-		writeError(w, http.StatusUnprocessableEntity, "budget", err.Error())
-	case errors.Is(err, context.Canceled):
-		writeError(w, 499, "canceled", "request canceled")
-	default:
-		a.log.Error("api", "method", r.Method, "route", r.Pattern, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+	st := status.Of(r.Context(), err)
+	status.Log(r.Context(), a.log, "api "+r.Pattern, st, err)
+	if st.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(st.RetryAfter))
 	}
+	writeError(w, st.Code, st.Kind, st.Message)
 }
 
-var errBadRequest = errors.New("bad request")
+// errBadRequest marks a malformed request (the client's mistake: 400).
+var errBadRequest = fmt.Errorf("%w: bad request", store.ErrInvalid)
 
 // intParam reads an integer query parameter within [lo, hi]; def when absent.
 func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
@@ -833,6 +833,11 @@ func (a *API) getMemory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, it)
 }
 
+// MaxTTLSeconds is the longest ttl_seconds a memory item takes: 100 years,
+// well inside what a time.Duration holds (a larger value used to overflow
+// into a negative TTL).
+const MaxTTLSeconds = 100 * 365 * 24 * 3600
+
 func (a *API) putMemory(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
 	if err != nil {
@@ -840,7 +845,13 @@ func (a *API) putMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in MemoryPut
-	if err := json.Unmarshal(body, &in); err != nil || len(in.Value) == 0 || in.TTLSeconds < 0 {
+	err = json.Unmarshal(body, &in)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field == "ttl_seconds" || err == nil && (in.TTLSeconds < 0 || in.TTLSeconds > MaxTTLSeconds) {
+		a.fail(w, r, fmt.Errorf("%w: ttl_seconds must be an integer in [0, %d] (0: no expiry)", errBadRequest, MaxTTLSeconds))
+		return
+	}
+	if err != nil || len(in.Value) == 0 {
 		a.fail(w, r, fmt.Errorf("%w: want {\"value\": JSON, \"ttl_seconds\": n >= 0}", errBadRequest))
 		return
 	}

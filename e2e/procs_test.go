@@ -88,6 +88,8 @@ type serveProc struct {
 	base   string // http://127.0.0.1:PORT of the running process
 	done   chan struct{}
 	starts int
+
+	pending []string // request ids whose log lines a fault test awaits
 }
 
 var listenLine = regexp.MustCompile(`listening on (http://[0-9.]+:[0-9]+)`)

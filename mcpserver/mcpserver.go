@@ -13,10 +13,12 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,6 +30,7 @@ import (
 	"github.com/mnemehq/mneme/memory"
 	"github.com/mnemehq/mneme/recall"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/tenant"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -109,9 +112,11 @@ func ServeStdio(ctx context.Context, cfg Config, tenant string) error {
 }
 
 // Handler serves MCP over streamable HTTP, stateless: each request's tenant
-// comes from tenantOf (server.Tenant behind the server's auth). Mount it
-// behind the auth: srv.Handle("/mcp", h).
-func Handler(cfg Config, tenantOf func(context.Context) string) (http.Handler, error) {
+// is the one in its context (tenant.Of, set by the server's auth). Mount it
+// behind the auth. Errors the transport answers itself (a body that is not
+// JSON, a method it does not serve) come as JSON-RPC error objects, not as
+// plain text, so that clients parse every answer the same way.
+func Handler(cfg Config) (http.Handler, error) {
 	t, err := newTools(cfg)
 	if err != nil {
 		return nil, err
@@ -119,20 +124,103 @@ func Handler(cfg Config, tenantOf func(context.Context) string) (http.Handler, e
 	var mu sync.Mutex
 	servers := map[string]*mcp.Server{}
 	get := func(r *http.Request) *mcp.Server {
-		tenant := tenantOf(r.Context())
-		if tenant == "" {
-			return nil
-		}
+		id := tenant.Of(r.Context())
 		mu.Lock()
 		defer mu.Unlock()
-		s := servers[tenant]
+		s := servers[id]
 		if s == nil {
-			s = t.server(tenant)
-			servers[tenant] = s
+			s = t.server(id)
+			servers[id] = s
 		}
 		return s
 	}
-	return mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}), nil
+	return jsonRPCErrors(mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})), nil
+}
+
+// JSON-RPC 2.0 error codes.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeInternalError  = -32603
+)
+
+// maxBody bounds the body jsonRPCErrors reads to tell a parse error from
+// another refusal.
+const maxBody = 32 << 20
+
+// jsonRPCErrors turns the transport's plain-text error answers into
+// JSON-RPC error responses (id null, the same HTTP status): -32700 when the
+// body is not JSON, -32600 for another refusal of the request, -32603 for
+// a fault of the server.
+func jsonRPCErrors(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		parseErr := false
+		if r.Body != nil && r.Method == http.MethodPost {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+			if err != nil {
+				writeRPCError(w, http.StatusBadRequest, codeInvalidRequest, "could not read the request body")
+				return
+			}
+			parseErr = !json.Valid(body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(&rpcErrorWriter{ResponseWriter: w, parseErr: parseErr}, r)
+	})
+}
+
+// rpcErrorWriter rewrites an error answer whose body is not JSON.
+type rpcErrorWriter struct {
+	http.ResponseWriter
+	parseErr  bool
+	rewriting bool // the answer is an error being rewritten: drop its text
+}
+
+func (e *rpcErrorWriter) WriteHeader(code int) {
+	ct := e.Header().Get("Content-Type")
+	if code < 400 || strings.HasPrefix(ct, "application/json") {
+		e.ResponseWriter.WriteHeader(code)
+		return
+	}
+	e.rewriting = true
+	rpc, msg := codeInvalidRequest, http.StatusText(code)
+	switch {
+	case e.parseErr:
+		rpc, msg = codeParseError, "parse error: the body is not JSON"
+	case code >= 500:
+		rpc = codeInternalError
+	}
+	writeRPCError(e.ResponseWriter, code, rpc, msg)
+}
+
+func (e *rpcErrorWriter) Write(b []byte) (int, error) {
+	if e.rewriting {
+		return len(b), nil
+	}
+	return e.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes of
+// the event stream).
+func (e *rpcErrorWriter) Unwrap() http.ResponseWriter { return e.ResponseWriter }
+
+// WriteError answers with a JSON-RPC error object (id null) and HTTP
+// status; the server uses it for the refusals it makes before MCP runs
+// (auth, limits, bodies).
+func WriteError(w http.ResponseWriter, status int, msg string) {
+	code := codeInvalidRequest
+	if status >= 500 {
+		code = codeInternalError
+	}
+	writeRPCError(w, status, code, msg)
+}
+
+func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 // ---- tools ------------------------------------------------------------

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme"
+	"github.com/mnemehq/mneme/internal/status"
 	"github.com/mnemehq/mneme/message"
-	"github.com/mnemehq/mneme/store"
+	tenantpkg "github.com/mnemehq/mneme/tenant"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -75,7 +76,7 @@ type exchange struct {
 func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 	start := time.Now()
 	api := d.api()
-	tenant := TenantOf(r.Context())
+	tenant := tenantpkg.Of(r.Context())
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -153,7 +154,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 			ae.write(w)
 			return
 		}
-		p.engineError(w, api, err)
+		p.fail(w, r, api, err)
 		return
 	}
 	defer s.turn.Close()
@@ -162,7 +163,10 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 	}
 	x := &exchange{p: p, w: w, r: r.WithContext(ctx), d: d, req: req, s: s, win: win}
 	x.setHeaders()
-	status := x.run(ctx, req.boolean("stream"))
+	status, err := x.run(ctx, req.boolean("stream"))
+	if err != nil {
+		status = p.fail(w, r, api, err)
+	}
 	p.log.Info("proxy", "api", api, "tenant", tenant, "thread", s.id, "status", status,
 		"window_tokens", win.Usage.Total, "budget", win.Usage.Budget, "compacted", win.Usage.Step,
 		"recall_rounds", x.rounds, "ms", time.Since(start).Milliseconds())
@@ -224,22 +228,6 @@ func structurallyClosed(b []byte) bool {
 	return depth == 0
 }
 
-// engineError answers an error of the engine: what the client can fix is
-// a 400 (a budget that cannot hold the request, a bad thread id or policy).
-func (p *Proxy) engineError(w http.ResponseWriter, api API, err error) {
-	var be *mneme.BudgetError
-	var fe *window.FieldError
-	switch {
-	case errors.As(err, &be), errors.As(err, &fe), errors.Is(err, store.ErrInvalid):
-		writeError(w, api, http.StatusBadRequest, err.Error())
-	case isTimeout(err):
-		writeError(w, api, http.StatusGatewayTimeout, err.Error())
-	default:
-		p.log.Error("proxy: engine", "err", err)
-		writeError(w, api, http.StatusInternalServerError, "mneme: "+err.Error())
-	}
-}
-
 func (x *exchange) setHeaders() {
 	h := x.w.Header()
 	u := x.win.Usage
@@ -274,36 +262,31 @@ func (x *exchange) offerRecall() bool {
 }
 
 // run calls the upstream, as many rounds as recall takes, and answers the
-// client. It returns the status the client got.
-func (x *exchange) run(ctx context.Context, stream bool) int {
+// client. It returns the status the client got, or an error before anything
+// was written, which the caller maps (Proxy.fail).
+func (x *exchange) run(ctx context.Context, stream bool) (int, error) {
 	api := x.d.api()
 	for {
 		out, err := x.d.build(x.req, x.win.Messages, x.offerRecall())
 		if err != nil {
-			x.p.engineError(x.w, api, err)
-			return http.StatusInternalServerError
+			return 0, err
 		}
 		resp, err := x.p.send(ctx, x.r, api, x.d.path(), out)
 		if err != nil {
-			x.p.upstreamError(x.w, api, err)
-			if isTimeout(err) {
-				return http.StatusGatewayTimeout
-			}
-			return http.StatusBadGateway
+			return 0, &status.Upstream{Err: err}
 		}
 		if resp.StatusCode != http.StatusOK {
 			passThrough(x.w, resp)
-			return resp.StatusCode
+			return resp.StatusCode, nil
 		}
 		if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			return x.relay(ctx, resp)
+			return x.relay(ctx, resp), nil
 		}
 		// Not a stream (an upstream that ignored "stream"): read it whole.
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
-			x.p.upstreamError(x.w, api, err)
-			return http.StatusBadGateway
+			return 0, &status.Upstream{Err: err}
 		}
 		reply, err := x.d.reply(body)
 		if err != nil {
@@ -311,44 +294,36 @@ func (x *exchange) run(ctx context.Context, stream bool) int {
 			// came, and the log keeps the request only.
 			x.p.log.Warn("proxy: unreadable upstream reply", "api", api, "err", err)
 			writeBody(x.w, resp, body)
-			return resp.StatusCode
+			return resp.StatusCode, nil
 		}
 		calls, client := splitCalls(reply)
-		if len(calls) == 0 {
-			// I1: a reply the log could not keep is not acknowledged; the
-			// client retries and the model answers again.
-			if err := x.record(ctx, reply); err != nil {
-				x.p.engineError(x.w, api, err)
-				return http.StatusInternalServerError
-			}
-			writeBody(x.w, resp, x.clientBody(body))
-			return resp.StatusCode
-		}
-		again := client == 0 && x.rounds < x.p.cfg.RecallRounds
+		again := len(calls) > 0 && client == 0 && x.rounds < x.p.cfg.RecallRounds
 		if again {
 			reply.Meta = setMeta(reply.Meta, MetaRecall)
 		}
-		results, err := x.answer(ctx, calls)
-		if err != nil {
-			x.p.engineError(x.w, api, err)
-			return http.StatusInternalServerError
+		var results []message.Message
+		if len(calls) > 0 {
+			if results, err = x.answer(ctx, calls); err != nil {
+				return 0, err
+			}
 		}
 		if !again {
+			// I1: a reply the log could not keep is not acknowledged; the
+			// client retries and the model answers again.
 			if err := x.record(ctx, append([]message.Message{reply}, results...)...); err != nil {
-				x.p.engineError(x.w, api, err)
-				return http.StatusInternalServerError
+				return 0, err
 			}
-			if body, err = x.d.strip(body); err != nil {
-				x.p.engineError(x.w, api, err)
-				return http.StatusInternalServerError
+			if len(calls) > 0 {
+				if body, err = x.d.strip(body); err != nil {
+					return 0, err
+				}
 			}
 			writeBody(x.w, resp, x.clientBody(body))
-			return resp.StatusCode
+			return resp.StatusCode, nil
 		}
 		x.rounds++
 		if x.win, err = x.s.turn.Continue(ctx, append([]message.Message{reply}, results...)); err != nil {
-			x.p.engineError(x.w, api, err)
-			return http.StatusInternalServerError
+			return 0, err
 		}
 	}
 }

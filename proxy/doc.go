@@ -15,7 +15,7 @@
 // model calls the recall tools (mneme_search, mneme_read) the proxy answers
 // them itself and calls the model again, streaming included.
 //
-// The tenant comes from the request's context (WithTenant), set by the
+// The tenant comes from the request's context (tenant.With), set by the
 // server's auth middleware; the proxy itself does no authentication.
 //
 // The package knows nothing of SQL or of the HTTP server around it: it

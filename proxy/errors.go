@@ -3,7 +3,10 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
+
+	"github.com/mnemehq/mneme/internal/status"
 )
 
 // API names the wire format a client speaks.
@@ -31,6 +34,20 @@ func APIOf(r *http.Request) API {
 // it for 401s so that every error a client sees parses with its own SDK.
 func WriteError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	writeError(w, APIOf(r), status, msg)
+}
+
+// fail answers err in the shape of api, with the status internal/status
+// maps it to (the one mapping the JSON API and MCP use too), logs a fault
+// of the server with the request id the client is given, and returns the
+// status.
+func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, api API, err error) int {
+	st := status.Of(r.Context(), err)
+	status.Log(r.Context(), p.log, "proxy", st, err)
+	if st.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(st.RetryAfter))
+	}
+	writeError(w, api, st.Code, st.Message)
+	return st.Code
 }
 
 func writeError(w http.ResponseWriter, api API, status int, msg string) {
@@ -68,6 +85,8 @@ func anthropicErrorType(status int) string {
 		return "rate_limit_error"
 	case http.StatusGatewayTimeout:
 		return "timeout_error"
+	case http.StatusServiceUnavailable:
+		return "overloaded_error"
 	}
 	if status >= 500 {
 		return "api_error"
@@ -99,6 +118,8 @@ func openAIErrorCode(status int) any {
 		return "upstream_unreachable"
 	case http.StatusGatewayTimeout:
 		return "upstream_timeout"
+	case http.StatusServiceUnavailable:
+		return "service_unavailable"
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme"
+	"github.com/mnemehq/mneme/internal/status"
 	"github.com/mnemehq/mneme/store"
 )
 
@@ -24,8 +24,6 @@ const (
 	DefaultMaxBodyBytes      = 32 << 20
 	DefaultRecallRounds      = 4
 	DefaultUpstreamTimeout   = 10 * time.Minute
-	// DefaultTenant owns everything when the server runs without auth.
-	DefaultTenant = "default"
 )
 
 // Request headers the proxy reads.
@@ -112,11 +110,7 @@ func New(cfg Config) (*Proxy, error) {
 		p.log = slog.Default()
 	}
 	if p.client == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConns = 1024
-		t.MaxIdleConnsPerHost = 256
-		t.ResponseHeaderTimeout = p.cfg.UpstreamTimeout
-		p.client = &http.Client{Transport: t}
+		p.client = &http.Client{Transport: NewTransport(p.cfg.UpstreamTimeout)}
 	}
 	p.recall = recaller{h: p.m.RecallHandler()}
 	p.forward = &httputil.ReverseProxy{
@@ -124,10 +118,21 @@ func New(cfg Config) (*Proxy, error) {
 		Transport:     p.client.Transport,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.upstreamError(w, APIOf(r), err)
+			p.fail(w, r, APIOf(r), &status.Upstream{Err: err})
 		},
 	}
 	return p, nil
+}
+
+// NewTransport returns the transport upstream calls use by default: tuned
+// for many concurrent streams to one host, and bounded by timeout until the
+// response headers arrive. Wrap it (metrics) rather than copy it.
+func NewTransport(timeout time.Duration) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.ResponseHeaderTimeout = timeout
+	return t
 }
 
 // baseURL parses an upstream base URL, dropping a trailing "/" and "/v1".
@@ -176,21 +181,6 @@ func (p *Proxy) Handler() http.Handler {
 // stopped accepting requests and before it closes the store.
 func (p *Proxy) Wait() { p.inflight.Wait() }
 
-type tenantKey struct{}
-
-// WithTenant returns ctx carrying the tenant a request acts for.
-func WithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey{}, tenant)
-}
-
-// TenantOf returns the tenant ctx carries, DefaultTenant when none.
-func TenantOf(ctx context.Context) string {
-	if t, ok := ctx.Value(tenantKey{}).(string); ok && t != "" {
-		return t
-	}
-	return DefaultTenant
-}
-
 // upstreamFor returns the base URL for an API.
 func (p *Proxy) upstreamFor(api API) *url.URL {
 	if api == Anthropic {
@@ -209,16 +199,31 @@ func (p *Proxy) rewriteForward(pr *httputil.ProxyRequest) {
 	stripMneme(pr.Out.Header)
 }
 
-// setAuth puts the server's own upstream key on h, when it has one.
+// setAuth puts the server's own upstream key on h, when it has one. The
+// call is then the server's, not the client's: the client's cookies and
+// the headers that choose a provider account or project are dropped, so a
+// client cannot bill or reach another account with the server's key.
 func (p *Proxy) setAuth(h http.Header, api API) {
-	if api == Anthropic && p.cfg.AnthropicKey != "" {
-		h.Del("Authorization")
-		h.Set("X-Api-Key", p.cfg.AnthropicKey)
+	own := api == Anthropic && p.cfg.AnthropicKey != "" || api == OpenAI && p.cfg.OpenAIKey != ""
+	if !own {
+		return
 	}
-	if api == OpenAI && p.cfg.OpenAIKey != "" {
-		h.Del("X-Api-Key")
+	for _, k := range accountHeaders {
+		h.Del(k)
+	}
+	if api == Anthropic {
+		h.Set("X-Api-Key", p.cfg.AnthropicKey)
+	} else {
 		h.Set("Authorization", "Bearer "+p.cfg.OpenAIKey)
 	}
+}
+
+// accountHeaders are the client's credentials and account choices, which
+// never go upstream with the server's key.
+var accountHeaders = []string{
+	"Authorization", "X-Api-Key", "Cookie", "Cookie2",
+	"Openai-Organization", "Openai-Project", "Openai-Beta-Organization",
+	"Anthropic-Organization", "Anthropic-Workspace", "X-Goog-User-Project",
 }
 
 func stripMneme(h http.Header) {
@@ -227,22 +232,4 @@ func stripMneme(h http.Header) {
 			delete(h, k)
 		}
 	}
-}
-
-// upstreamError answers a failed upstream exchange: 504 on a timeout, 502
-// when the upstream could not be reached or broke the connection.
-func (p *Proxy) upstreamError(w http.ResponseWriter, api API, err error) {
-	if isTimeout(err) {
-		writeError(w, api, http.StatusGatewayTimeout, "mneme: the upstream model API did not answer in time: "+err.Error())
-		return
-	}
-	writeError(w, api, http.StatusBadGateway, "mneme: the upstream model API is unreachable: "+err.Error())
-}
-
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mnemehq/mneme/recall"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/backend"
+	tenantpkg "github.com/mnemehq/mneme/tenant"
 )
 
 // The OpenAI Responses API (POST /v1/responses), managed like the other two
@@ -115,7 +116,7 @@ func hasItemReference(msgs []message.Message) bool {
 // upstream to resolve.
 func (d *responsesDialect) resolveReferences(msgs []message.Message) error {
 	ctx := d.r.Context()
-	tenant := TenantOf(ctx)
+	tenant := tenantpkg.Of(ctx)
 	id := d.r.Header.Get(HeaderThread)
 	if id == "" {
 		id = d.r.Header.Get(HeaderThreadAlt)

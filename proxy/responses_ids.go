@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/mnemehq/mneme"
+	tenantpkg "github.com/mnemehq/mneme/tenant"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/backend"
@@ -241,7 +242,7 @@ func (p *Proxy) serveResponseByID(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		return false
 	}
-	tenant := TenantOf(r.Context())
+	tenant := tenantpkg.Of(r.Context())
 	notFound := &apiError{status: http.StatusNotFound, code: "not_found",
 		msg: fmt.Sprintf("Response with id '%s' not found.", id)}
 	if rest != "" || r.Method != http.MethodGet && r.Method != http.MethodDelete {
@@ -258,7 +259,7 @@ func (p *Proxy) serveResponseByID(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if err != nil {
-		p.engineError(w, OpenAI, err)
+		p.fail(w, r, OpenAI, err)
 		return true
 	}
 	if r.Method == http.MethodDelete {
@@ -272,7 +273,7 @@ func (p *Proxy) serveResponseByID(w http.ResponseWriter, r *http.Request) bool {
 			}
 		}
 		if err != nil {
-			p.engineError(w, OpenAI, err)
+			p.fail(w, r, OpenAI, err)
 			return true
 		}
 		writeJSON(w, map[string]any{"id": id, "object": "response", "deleted": true})
@@ -280,7 +281,7 @@ func (p *Proxy) serveResponseByID(w http.ResponseWriter, r *http.Request) bool {
 	}
 	body, err := responseObject(id, rr)
 	if err != nil {
-		p.engineError(w, OpenAI, err)
+		p.fail(w, r, OpenAI, err)
 		return true
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -181,9 +181,14 @@ func (x *exchange) relay(ctx context.Context, resp *http.Response) int {
 			}
 			if kind == evDone || kind == evEnd {
 				done = true
-				if !again {
-					// In the log before the client sees the end.
-					x.recordStreamed(ctx, st, false)
+				if !again && x.recordStreamed(ctx, st, false) != nil {
+					// In the log before the client sees the end, or the
+					// client does not see the end: a reply the log could
+					// not keep is not acknowledged (I1). The response is
+					// aborted (not ended cleanly), so the client's SDK
+					// reports a broken stream and the client retries.
+					resp.Body.Close()
+					panic(http.ErrAbortHandler)
 				}
 			}
 			if again {
@@ -194,7 +199,7 @@ func (x *exchange) relay(ctx context.Context, resp *http.Response) int {
 		resp.Body.Close()
 		if !done || clientErr != nil {
 			if !done {
-				x.recordStreamed(ctx, st, true)
+				_ = x.recordStreamed(ctx, st, true) // already broken: a failure is logged
 			}
 			if readErr != nil && !errors.Is(readErr, io.EOF) {
 				x.p.log.Warn("proxy: upstream stream broke", "thread", x.s.id, "err", readErr)
@@ -241,19 +246,19 @@ func (x *exchange) relay(ctx context.Context, resp *http.Response) int {
 
 // recordStreamed writes a streamed round's reply to the log, with the
 // answers to the recall calls it made; a broken stream is marked partial.
-func (x *exchange) recordStreamed(ctx context.Context, st streamState, partial bool) {
+// A failure is logged; the caller decides what the client sees of it.
+func (x *exchange) recordStreamed(ctx context.Context, st streamState, partial bool) error {
 	msg, err := st.message()
 	if err != nil {
 		x.p.log.Error("proxy: reading a streamed reply", "thread", x.s.id, "err", err)
-		return
+		return err
 	}
 	if partial {
 		msg.Meta = setMeta(msg.Meta, MetaPartial)
 		if len(msg.Parts) == 0 {
-			return // nothing came
+			return nil // nothing came
 		}
-		_ = x.record(ctx, msg) // already streamed: a failure is logged
-		return
+		return x.record(ctx, msg)
 	}
 	out := []message.Message{msg}
 	if calls, _ := splitCalls(msg); len(calls) > 0 {
@@ -263,7 +268,5 @@ func (x *exchange) recordStreamed(ctx context.Context, st streamState, partial b
 		}
 		out = append(out, results...)
 	}
-	// Already streamed to the client: a failure to log it is logged (the
-	// headers, and so the status, went out with the first chunk).
-	_ = x.record(ctx, out...)
+	return x.record(ctx, out...)
 }

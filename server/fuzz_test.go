@@ -21,6 +21,7 @@ import (
 	"github.com/mnemehq/mneme/server"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/inmem"
+	tenantpkg "github.com/mnemehq/mneme/tenant"
 )
 
 // The fuzz targets drive the server's whole handler chain (auth, limits,
@@ -58,24 +59,13 @@ func fuzzServer(t testing.TB) *fuzzEnv {
 		llm := fakellm.New()
 		st := inmem.New()
 		pol := testPolicy(4000)
-		m, err := mneme.Open(context.Background(), mneme.Config{Store: st, Policy: &pol, Logger: quiet})
+		srv, err := server.New(context.Background(), server.Config{Addr: "127.0.0.1:0", Store: st, Logger: quiet, Engine: mneme.Config{Policy: &pol},
+			Proxy: proxy.Config{OpenAIUpstream: "http://upstream", AnthropicUpstream: "http://upstream",
+				Client: &http.Client{Transport: handlerTransport{llm.Handler()}}, MaxBodyBytes: 1 << 20}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		px, err := proxy.New(proxy.Config{Engine: m, OpenAIUpstream: "http://upstream", AnthropicUpstream: "http://upstream", Logger: quiet,
-			Client: &http.Client{Transport: handlerTransport{llm.Handler()}}, MaxBodyBytes: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := server.New(server.Config{Addr: "127.0.0.1:0", Proxy: px, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := api.New(api.Config{Engine: m, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.Handle("/api/", a)
+		m := srv.Engine()
 		fuzzSrv = &fuzzEnv{h: srv.Handler(), st: st, m: m}
 	})
 	return fuzzSrv
@@ -106,7 +96,7 @@ type fuzzResult struct {
 }
 
 func (e *fuzzEnv) serve(tenant, method, target string, body []byte, hdr ...string) (fuzzResult, error) {
-	req, err := http.NewRequestWithContext(proxy.WithTenant(context.Background(), tenant), method, "http://mneme"+target, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(tenantpkg.With(context.Background(), tenant), method, "http://mneme"+target, bytes.NewReader(body))
 	if err != nil {
 		return fuzzResult{}, err
 	}

@@ -66,22 +66,15 @@ func startServer(t testing.TB, o harnessOpts) *harness {
 		}
 	}
 	pol := testPolicy(o.budget)
-	m, err := mneme.Open(context.Background(), mneme.Config{Store: st, Policy: &pol, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := proxy.Config{Engine: m, OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL(), Logger: quiet}
+	cfg := proxy.Config{OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL()}
 	if o.pxConfig != nil {
 		o.pxConfig(&cfg)
 	}
-	px, err := proxy.New(cfg)
+	srv, err := server.New(context.Background(), server.Config{Addr: "127.0.0.1:0", Keys: o.keys, Store: st, Engine: mneme.Config{Policy: &pol}, Proxy: cfg, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Addr: "127.0.0.1:0", Keys: o.keys, Proxy: px, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, px := srv.Engine(), srv.Proxy()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

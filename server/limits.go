@@ -1,12 +1,21 @@
 package server
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/mnemehq/mneme/api"
+	"github.com/mnemehq/mneme/mcpserver"
 	"github.com/mnemehq/mneme/proxy"
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/tenant"
 )
 
 // DefaultTenantConcurrency bounds the requests one tenant has in flight at
@@ -51,26 +60,143 @@ func (l *tenantLimiter) release(tenant string) {
 	}
 }
 
-// limit wraps h with the tenant's concurrency limit; it runs after
-// authentication, so the tenant is known. A GET that asks for an event
-// stream (MCP's standalone notification stream) is not counted: it stays
-// open for the session's life and does no work of its own.
-func (s *Server) limit(h http.Handler) http.Handler {
-	if s.limiter == nil {
-		return h
-	}
+// bodyMode says how a route's request bodies are read before its handler.
+type bodyMode int
+
+const (
+	// bodyStream: the handler reads the body as it comes (uploads passed
+	// upstream); reading it is bounded by BodyTimeout.
+	bodyStream bodyMode = iota
+	// bodyStored: the body is read whole first (bounded by BodyTimeout and
+	// the body limit), before the request takes a slot, and JSON text that
+	// no backend can store as sent is refused with 400 (store.CheckJSONText).
+	bodyStored
+)
+
+// isMCPStream reports MCP's standalone event stream: a GET of /mcp that
+// asks for text/event-stream. It stays open for the session's life and
+// does no work of its own, so it is bounded by MCPStreams rather than by
+// the tenant's request slots.
+func isMCPStream(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Path == "/mcp" && strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// limit wraps h with the body rules of its route and the tenant's
+// concurrency limit; it runs after authentication, so the tenant is known.
+func (s *Server) limit(h http.Handler, mode bodyMode) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		t := tenant.Of(r.Context())
+		if !s.readBody(w, r, mode) {
+			return
+		}
+		l := s.limiter
+		if isMCPStream(r) {
+			l = s.streams
+		}
+		if l == nil {
 			h.ServeHTTP(w, r)
 			return
 		}
-		tenant := Tenant(r.Context())
-		if !s.limiter.acquire(tenant) {
+		if !l.acquire(t) {
 			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
-			proxy.WriteError(w, r, http.StatusTooManyRequests, "mneme: too many requests in flight for this tenant (limit "+strconv.Itoa(s.limiter.max)+"); retry after "+strconv.Itoa(RetryAfterSeconds)+"s")
+			writeError(w, r, http.StatusTooManyRequests, "rate_limited", "mneme: too many requests in flight for this tenant (limit "+strconv.Itoa(l.max)+"); retry after "+strconv.Itoa(RetryAfterSeconds)+"s")
 			return
 		}
-		defer s.limiter.release(tenant)
+		defer l.release(t)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// readBody applies mode to r's body; false when it answered the request.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, mode bodyMode) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	if mode == bodyStream {
+		// The deadline must not outlive the body: the server's read of the
+		// next request on the connection would hit it and cancel this one.
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		return true
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		// The deadline stays: the server discards the rest of the body
+		// before it answers, and must not wait for it. The connection is
+		// not reused.
+		w.Header().Set("Connection", "close")
+	} else {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, r, http.StatusRequestEntityTooLarge, "too_large", "mneme: request body over "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+		return false
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeError(w, r, http.StatusRequestTimeout, "timeout", "mneme: the request body did not arrive within "+s.cfg.BodyTimeout.String())
+		return false
+	case err != nil:
+		writeError(w, r, http.StatusBadRequest, "invalid", "mneme: could not read the request body")
+		return false
+	}
+	if looksJSON(r, body) {
+		if err := store.CheckJSONText("the request body", body); err != nil {
+			writeError(w, r, http.StatusBadRequest, "invalid", "mneme: "+strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+": "))
+			return false
+		}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return true
+}
+
+// looksJSON: a JSON content type, or none and a body that starts like JSON.
+func looksJSON(r *http.Request, body []byte) bool {
+	ct := r.Header.Get("Content-Type")
+	if strings.Contains(ct, "json") {
+		return true
+	}
+	b := bytes.TrimLeft(body, " \t\r\n")
+	return ct == "" && len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// deadlineBody clears the connection's read deadline once the body is
+// read (or closed).
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+func (b *deadlineBody) Close() error {
+	if !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return b.ReadCloser.Close()
+}
+
+// writeError answers in the shape of the route: the JSON API's
+// {"error":{"code","message"}} under /api/, a JSON-RPC error on /mcp, and
+// the OpenAI or Anthropic shape the request speaks elsewhere.
+func writeError(w http.ResponseWriter, r *http.Request, status int, kind, msg string) {
+	switch p := r.URL.Path; {
+	case strings.HasPrefix(p, "/api/"):
+		api.WriteError(w, status, kind, msg)
+	case p == "/mcp":
+		mcpserver.WriteError(w, status, msg)
+	default:
+		proxy.WriteError(w, r, status, msg)
+	}
 }

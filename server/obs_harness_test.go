@@ -15,26 +15,20 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme"
-	"github.com/mnemehq/mneme/api"
-	"github.com/mnemehq/mneme/inspector"
 	"github.com/mnemehq/mneme/internal/fakellm"
-	"github.com/mnemehq/mneme/mcpserver"
-	"github.com/mnemehq/mneme/metrics"
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/server"
 	"github.com/mnemehq/mneme/store/inmem"
 )
 
-// obsHarness is `mneme serve` with everything issue 9 adds (the JSON API,
-// the inspector, metrics, MCP), wired as cmd/mneme/mcp.go's observability
-// does, on a loopback port with a fakellm upstream, and its logs as JSON
-// in a buffer.
+// obsHarness is `mneme serve` as server.New assembles it (the proxy, the
+// JSON API, the inspector, metrics, MCP), on a loopback port with a fakellm
+// upstream, and its logs as JSON in a buffer.
 type obsHarness struct {
-	url     string
-	m       *mneme.Engine
-	metrics *metrics.Metrics
-	llm     *fakellm.Server
-	logs    *syncBuffer
+	url  string
+	m    *mneme.Engine
+	llm  *fakellm.Server
+	logs *syncBuffer
 }
 
 type obsOpts struct {
@@ -68,42 +62,15 @@ func startObs(t testing.TB, o obsOpts) *obsHarness {
 	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	met := metrics.New()
-	hist := api.NewHistory(0, 0)
 	llm := fakellm.Start()
 	pol := testPolicy(o.budget)
-	cfg := mneme.Config{Store: met.Store(inmem.New()), Policy: &pol, Logger: logger, OnUsage: hist.Record}
-	cfg.OnUsage, cfg.OnCompact = met.Hooks(cfg)
-	m, err := mneme.Open(context.Background(), cfg)
+	srv, err := server.New(context.Background(), server.Config{Addr: "127.0.0.1:0", Keys: o.keys, Store: inmem.New(), Logger: logger,
+		Engine: mneme.Config{Policy: &pol},
+		Proxy:  proxy.Config{OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL(), OpenAIKey: o.openaiKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	px, err := proxy.New(proxy.Config{Engine: m, OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL(), OpenAIKey: o.openaiKey, Logger: logger,
-		Client: &http.Client{Transport: met.Transport(nil)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{Addr: "127.0.0.1:0", Keys: o.keys, Proxy: px, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := api.New(api.Config{Engine: m, History: hist, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mh, err := mcpserver.Handler(mcpserver.Config{Engine: m, API: a}, server.Tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	insp := inspector.Handler()
-	srv.Handle("/api/", met.Middleware("", a))
-	srv.Handle("/mcp", met.Middleware("/mcp", mh))
-	srv.HandlePublic("GET /metrics", met.Middleware("GET /metrics", met.Handler()))
-	srv.HandlePublic("GET /{$}", met.Middleware("GET /", insp))
-	srv.HandlePublic("GET "+inspector.Prefix, met.Middleware("GET "+inspector.Prefix, insp))
-	for _, p := range []string{"POST /v1/chat/completions", "POST /v1/messages"} {
-		srv.Handle(p, met.Middleware(p, px.Handler()))
-	}
+	m := srv.Engine()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -114,10 +81,10 @@ func startObs(t testing.TB, o obsOpts) *obsHarness {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		m.Close()
+		srv.Close()
 		llm.Close()
 	})
-	return &obsHarness{url: "http://" + ln.Addr().String(), m: m, metrics: met, llm: llm, logs: logs}
+	return &obsHarness{url: "http://" + ln.Addr().String(), m: m, llm: llm, logs: logs}
 }
 
 // session drives a scripted tool-heavy agent through the proxy (resend

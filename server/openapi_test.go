@@ -392,13 +392,16 @@ func TestMetricsAfterSession(t *testing.T) {
 		`mneme_compaction_tokens_total{stage="before",strategy="mask"}`,
 		`mneme_store_operation_duration_seconds_count{op="append",outcome="ok"}`,
 		`mneme_store_operation_duration_seconds_count{op="load",outcome="ok"}`,
-		`mneme_background_jobs_running -1`,
+		"\nmneme_background_jobs_running ", // fed by the engine (server.New wires it)
 		"# TYPE mneme_background_jobs_total counter",
 		"# TYPE mneme_reflections_total counter",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	if strings.Contains(body, "mneme_background_jobs_running -1") {
+		t.Error("mneme_background_jobs_running has no source (-1)")
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/mnemehq/mneme/api"
 	"github.com/mnemehq/mneme/embed"
 	"github.com/mnemehq/mneme/internal/fakellm"
-	"github.com/mnemehq/mneme/mcpserver"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/server"
@@ -39,6 +38,7 @@ type rig struct {
 	llm     *fakellm.Server
 	px      *proxy.Proxy
 	api     *api.API
+	srv     *server.Server
 	stop    func()
 	timeout time.Duration // of do's requests; default a minute
 }
@@ -53,6 +53,8 @@ type rigOpts struct {
 	pxConfig    func(*proxy.Config)
 	mConfig     func(c *mneme.Config, llmURL string)
 	wrap        func(store.Store) store.Store // what the engine sees of the store
+	srvConfig   func(*server.Config)          // last word on the server's config
+	logTo       io.Writer                     // the server's logs (JSON); default discarded
 }
 
 // backendsUnderTest are the durable backends every matrix runs on.
@@ -85,6 +87,9 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	}
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.logTo != nil {
+		quiet = slog.New(slog.NewJSONHandler(o.logTo, nil))
+	}
 	st, err := dsn.Open(ctx, r.dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -96,36 +101,26 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	if o.wrap != nil {
 		engineStore = o.wrap(st)
 	}
-	cfg := mneme.Config{Store: engineStore, Policy: &pol, Logger: quiet}
+	cfg := mneme.Config{Policy: &pol}
 	if o.embedder {
 		cfg.Embedder = &embed.OpenAI{BaseURL: r.llm.URL() + "/v1", EmbeddingModel: "fake-embed"}
 	}
 	if o.mConfig != nil {
 		o.mConfig(&cfg, r.llm.URL())
 	}
-	if r.m, err = mneme.Open(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	pc := proxy.Config{Engine: r.m, OpenAIUpstream: r.llm.URL(), AnthropicUpstream: r.llm.URL(), Logger: quiet}
+	pc := proxy.Config{OpenAIUpstream: r.llm.URL(), AnthropicUpstream: r.llm.URL()}
 	if o.pxConfig != nil {
 		o.pxConfig(&pc)
 	}
-	if r.px, err = proxy.New(pc); err != nil {
-		t.Fatal(err)
+	scfg := server.Config{Addr: "127.0.0.1:0", Keys: o.keys, Store: engineStore, Engine: cfg, Proxy: pc, Logger: quiet, TenantConcurrency: o.concurrency}
+	if o.srvConfig != nil {
+		o.srvConfig(&scfg)
 	}
-	srv, err := server.New(server.Config{Addr: "127.0.0.1:0", Keys: o.keys, Proxy: r.px, Logger: quiet, TenantConcurrency: o.concurrency})
+	srv, err := server.New(ctx, scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.api, err = api.New(api.Config{Engine: r.m, Logger: quiet}); err != nil {
-		t.Fatal(err)
-	}
-	mh, err := mcpserver.Handler(mcpserver.Config{Engine: r.m, API: r.api}, server.Tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Handle("/api/", r.api)
-	srv.Handle("/mcp", mh)
+	r.srv, r.m, r.px, r.api = srv, srv.Engine(), srv.Proxy(), srv.API()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +137,7 @@ func startRig(t testing.TB, o rigOpts) *rig {
 		stopped = true
 		cancel()
 		<-done
-		r.m.Close()
+		srv.Close()
 		r.st.Close()
 		r.llm.Close()
 	}

@@ -6,31 +6,49 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/mnemehq/mneme/inspector"
+	"github.com/mnemehq/mneme/mcpserver"
 )
 
-// routes registers what the server serves.
-func (s *Server) routes() {
-	// The model APIs: chat completions and messages through Mneme, every
-	// other /v1/* path forwarded upstream as it is.
-	s.Handle("/v1/", s.cfg.Proxy.Handler())
-	s.HandlePublic("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
-	}))
+// routes registers what the server serves. Every route is counted by the
+// request metrics under its pattern.
+func (s *Server) routes() error {
+	mw := s.metrics.Middleware
+	// The model APIs through Mneme; every other /v1/* path is forwarded
+	// upstream as it is (its body streamed, not stored).
+	s.Handle("/v1/", mw("", s.px.Handler()))
+	for _, p := range []string{"POST /v1/chat/completions", "POST /v1/messages", "POST /v1/responses"} {
+		s.handle(p, mw(p, s.px.Handler()), bodyStored)
+	}
+	s.handle("/api/", mw("", s.api), bodyStored) // the route label is the API's own pattern
+	mh, err := mcpserver.Handler(mcpserver.Config{Engine: s.m, API: s.api})
+	if err != nil {
+		return err
+	}
+	s.handle("/mcp", mw("/mcp", mh), bodyStored)
+	s.metrics.SetRunningJobs(s.m.RunningJobs)
+	s.HandlePublic("GET /metrics", mw("GET /metrics", s.metrics.Handler()))
+	insp := inspector.Handler()
+	s.HandlePublic("GET /{$}", mw("GET /", insp))
+	s.HandlePublic("GET "+inspector.Prefix, mw("GET "+inspector.Prefix, insp))
+	s.HandlePublic("GET /healthz", mw("GET /healthz", http.HandlerFunc(s.health)))
+	return nil
+}
 
-	// ---- Extension point ------------------------------------------------
-	// The JSON API (/api/), Prometheus metrics (/metrics), MCP over
-	// streamable HTTP (/mcp) and the inspector page (/) are added by their
-	// own packages, from the code that builds the Server (cmd/mneme/serve.go,
-	// see serveExtensions there), with:
-	//
-	//	srv.Handle("/api/", api.Handler(m))          // behind auth; server.Tenant(ctx)
-	//	srv.HandlePublic("GET /metrics", promhttp.Handler())
-	//	srv.Handle("/mcp", mcpserver.Handler(m))
-	//	srv.HandlePublic("GET /{$}", inspector.Handler())
-	//
-	// Nothing else in this package needs to change.
-	// ---------------------------------------------------------------------
+// health answers 200 "ok" while the store can take writes, 503 otherwise
+// (its database file removed or replaced, its database unreachable): a load
+// balancer then stops sending traffic here.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := s.m.Health(r.Context()); err != nil {
+		s.log.Error("health check failed", "err", err)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "unavailable: the store cannot take writes\n")
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
 }
 
 // ParseKeyFile reads an auth file: one "KEY TENANT" pair a line; blank

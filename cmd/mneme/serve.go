@@ -24,6 +24,7 @@ import (
 	"github.com/mnemehq/mneme/internal/fakellm"
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/server"
+	"github.com/mnemehq/mneme/store/dsn"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -50,6 +51,10 @@ type serveOptions struct {
 	recallRounds      int
 	tenantConcurrency int
 	retain            string
+	maxConns          int
+	headerTimeout     time.Duration
+	bodyTimeout       time.Duration
+	idleTimeout       time.Duration
 
 	model         string
 	budgetTokens  int
@@ -68,7 +73,7 @@ type serveOptions struct {
 
 	shutdownTimeout time.Duration
 	logLevel        string
-	logFormat       string // issue 9 (observability, see mcp.go)
+	logFormat       string
 
 	demo      bool
 	demoTurns int
@@ -144,6 +149,10 @@ only a loopback --addr is allowed unless --insecure.
 	f.DurationVar(&o.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on one request's exchange with the upstream, stream included (504 beyond)")
 	f.IntVar(&o.maxBodyMiB, "max-body-mib", proxy.DefaultMaxBodyBytes>>20, "largest request body, in MiB (413 beyond)")
 	f.IntVar(&o.tenantConcurrency, "tenant-concurrency", server.DefaultTenantConcurrency, "most requests one tenant may have in flight (429 with Retry-After beyond); -1: no limit")
+	f.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "most connections open at once; past it the longest-idle one is closed")
+	f.DurationVar(&o.headerTimeout, "header-timeout", server.DefaultHeaderTimeout, "bound on reading a request's headers")
+	f.DurationVar(&o.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "bound on reading a request's body (408 beyond); a body is read before the request takes a tenant's slot")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "how long a keep-alive connection may stay idle")
 	f.StringVar(&o.retain, "retain", "", `delete threads idle for longer than this, e.g. 30d or 720h (swept at start and hourly); empty: keep forever`)
 	f.IntVar(&o.recallRounds, "recall-rounds", proxy.DefaultRecallRounds, "most recall rounds (mneme_search/mneme_read answered by the proxy) per request; -1 offers no recall tools")
 
@@ -165,7 +174,7 @@ only a loopback --addr is allowed unless --insecure.
 
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long a shutdown waits for requests in flight")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (one JSON object a line)") // issue 9
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (one JSON object a line)")
 	f.BoolVar(&o.demo, "demo", false, "run a scripted tool-heavy agent session through the server against a built-in fake model, then keep serving")
 	f.IntVar(&o.demoTurns, "demo-turns", 80, "agent steps the demo runs")
 
@@ -308,15 +317,11 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	if o.demo && o.logLevel == "info" {
 		level = slog.LevelWarn // the demo prints its own lines
 	}
-	// ---- issue 9: observability (API, inspector, metrics, MCP; see mcp.go)
 	lh, err := logHandler(stderr, o.logFormat, level)
 	if err != nil {
 		return err
 	}
 	logger := slog.New(lh)
-	obs := newObservability()
-	defer obs.close()
-	// ---- end issue 9
 
 	var llm *fakellm.Server
 	demo := newDemoScript(o.demoTurns)
@@ -353,41 +358,29 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 			sum.APIKey = o.openaiKey
 		}
 	}
-	mcfg := mneme.Config{DSN: o.store, Policy: &pol, Summarizer: sum, Buffer: o.buffer, Logger: logger}
-	if err := obs.engine(ctx, &mcfg); err != nil { // issue 9: store timing, usage and compaction metrics
-		return err
-	}
-	m, err := mneme.Open(ctx, mcfg)
+	st, err := dsn.Open(ctx, o.store)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	defer startRetention(ctx, m, retain, logger)() // stopped before m.Close
-	px, err := proxy.New(proxy.Config{
-		Engine:         m,
-		OpenAIUpstream: o.openaiUpstream, AnthropicUpstream: o.anthropicUpstream,
-		OpenAIKey: o.openaiKey, AnthropicKey: o.anthropicKey,
-		MaxBodyBytes:    int64(o.maxBodyMiB) << 20,
-		RecallRounds:    o.recallRounds,
-		UpstreamTimeout: o.upstreamTimeout,
-		Client:          obs.upstreamClient(o.upstreamTimeout), // issue 9: upstream latency
-		Logger:          logger,
+	defer st.Close()
+	srv, err := server.New(ctx, server.Config{
+		Addr: o.addr, Keys: keys, Insecure: o.insecure, Store: st,
+		Engine: mneme.Config{Policy: &pol, Summarizer: sum, Buffer: o.buffer},
+		Proxy: proxy.Config{
+			OpenAIUpstream: o.openaiUpstream, AnthropicUpstream: o.anthropicUpstream,
+			OpenAIKey: o.openaiKey, AnthropicKey: o.anthropicKey,
+			MaxBodyBytes:    int64(o.maxBodyMiB) << 20,
+			RecallRounds:    o.recallRounds,
+			UpstreamTimeout: o.upstreamTimeout,
+		},
+		ShutdownTimeout: o.shutdownTimeout, TenantConcurrency: o.tenantConcurrency, Logger: logger,
+		MaxConns: o.maxConns, HeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout, IdleTimeout: o.idleTimeout,
 	})
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{Addr: o.addr, Keys: keys, Insecure: o.insecure, Proxy: px, ShutdownTimeout: o.shutdownTimeout, Logger: logger, TenantConcurrency: o.tenantConcurrency})
-	if err != nil {
-		return err
-	}
-	if err := obs.mount(srv, m, px, logger); err != nil { // issue 9
-		return err
-	}
-	for _, ext := range serveExtensions {
-		if err := ext(srv, m); err != nil {
-			return err
-		}
-	}
+	defer srv.Close()                                          // before st.Close: the engine's jobs end first
+	defer startRetention(ctx, srv.Engine(), retain, logger)() // stopped before srv.Close
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.addr, err)
@@ -421,13 +414,6 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	}
 	return <-errc
 }
-
-// serveExtensions add routes to the server before it starts: the JSON API,
-// metrics, MCP and the inspector register here from their own files, with
-// `serveExtensions = append(serveExtensions, func(s *server.Server, m
-// *mneme.Engine) error { s.Handle("/api/", ...); return nil })` in an
-// init(). See the extension point in server/routes.go.
-var serveExtensions []func(*server.Server, *mneme.Engine) error
 
 // demoScript is the demo's agent and its model: a scripted, tool-heavy
 // coding session. The fake model answers each request with the next step

@@ -27,9 +27,11 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	sqlitedrv "modernc.org/sqlite"
@@ -85,11 +87,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		return nil, fmt.Errorf("sqlite: open %s: %w%s", path, err, whyNotWritable(path))
 	}
 	if err := migrate(ctx, w); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
+		return nil, fmt.Errorf("sqlite: migrate %s: %w%s", path, err, whyNotWritable(path))
 	}
 
 	rq := common
@@ -112,6 +114,29 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		st.file = fi
 	}
 	return st, nil
+}
+
+// whyNotWritable names the reason a database cannot be opened for writing
+// when it is the file system's (SQLite says only "unable to open database
+// file"): "" when the file and its directory are writable.
+func whyNotWritable(path string) string {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		f.Close()
+		f, err = os.CreateTemp(filepath.Dir(path), ".mneme-probe-*")
+		if err == nil {
+			f.Close()
+			os.Remove(f.Name())
+			return ""
+		}
+	}
+	switch {
+	case errors.Is(err, syscall.EROFS):
+		return " (the file system is read-only)"
+	case errors.Is(err, fs.ErrPermission):
+		return " (the file or its directory is not writable)"
+	}
+	return " (" + err.Error() + ")"
 }
 
 var _ store.HealthChecker = (*Store)(nil)
