@@ -188,8 +188,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 // Engine returns the engine; Proxy the /v1/* proxy; API the JSON API.
 func (s *Server) Engine() *mneme.Engine { return s.m }
-func (s *Server) Proxy() *proxy.Proxy     { return s.px }
-func (s *Server) API() *api.API           { return s.api }
+func (s *Server) Proxy() *proxy.Proxy   { return s.px }
+func (s *Server) API() *api.API         { return s.api }
 
 // Close closes the engine (its background jobs end); call it after Serve
 // returned, then close the store.

@@ -379,7 +379,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	if err != nil {
 		return err
 	}
-	defer srv.Close()                                          // before st.Close: the engine's jobs end first
+	defer srv.Close()                                         // before st.Close: the engine's jobs end first
 	defer startRetention(ctx, srv.Engine(), retain, logger)() // stopped before srv.Close
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
