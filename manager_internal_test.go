@@ -2,14 +2,18 @@ package mneme
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/inmem"
 )
 
@@ -63,4 +67,42 @@ func threadCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ts.Nano())
+}
+
+// conflictingStore answers every Append with store.ErrConflict, as a log
+// that another writer moves before each of ours would.
+type conflictingStore struct {
+	store.Store
+	appends atomic.Int64
+}
+
+func (c *conflictingStore) Append(ctx context.Context, tenant, thread string, after int64, evs []store.Event) ([]store.Event, error) {
+	c.appends.Add(1)
+	// The other writer's event lands first, at the seq ours expected.
+	other := message.NewText(message.User, "another writer")
+	if _, err := c.Store.Append(ctx, tenant, thread, after, []store.Event{{Kind: store.KindMessage, Message: &other}}); err != nil {
+		return nil, err
+	}
+	return nil, store.ErrConflict
+}
+
+// One retry loop per conflict: an append on a thread whose log always
+// moves makes retryConflicts+1 attempts, in one loop, and fails with a
+// transient error (the HTTP layer's 503 with Retry-After).
+func TestOneRetryLoopPerConflict(t *testing.T) {
+	ctx := context.Background()
+	cs := &conflictingStore{Store: inmem.New()}
+	e, err := Open(ctx, Config{Store: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	th := e.Thread("default", "busy")
+	_, err = th.Append(ctx, message.NewText(message.User, "hello"))
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Append on a log that always moves: %v, want a transient error", err)
+	}
+	if n := cs.appends.Load(); n != retryConflicts+1 {
+		t.Fatalf("Append made %d attempts, want %d (one loop)", n, retryConflicts+1)
+	}
 }

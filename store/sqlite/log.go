@@ -69,7 +69,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 			// Return what a Load will return, not the caller's pointer.
 			var m message.Message
 			if err := json.Unmarshal([]byte(p.json.String), &m); err != nil {
-				return nil, fmt.Errorf("sqlite: append: %w", err)
+				return nil, classify("append", err)
 			}
 			out[i].Message = &m
 		}
@@ -200,16 +200,16 @@ func (s *Store) commitGroup(batch []*appendReq) {
 		var err error
 		if st.ins, err = tx.PrepareContext(ctx, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
-			return fmt.Errorf("sqlite: append: %w", err)
+			return classify("append", err)
 		}
 		defer st.ins.Close()
 		if st.fts, err = tx.PrepareContext(ctx, insertFTS); err != nil {
-			return fmt.Errorf("sqlite: append: %w", err)
+			return classify("append", err)
 		}
 		defer st.fts.Close()
 		if st.bump, err = tx.PrepareContext(ctx, `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
 			WHERE tenant = ? AND id = ? AND last_seq = ?`); err != nil {
-			return fmt.Errorf("sqlite: append: %w", err)
+			return classify("append", err)
 		}
 		defer st.bump.Close()
 		if len(batch) == 1 {
@@ -219,15 +219,15 @@ func (s *Store) commitGroup(batch []*appendReq) {
 		}
 		for _, r := range batch {
 			if _, err := tx.ExecContext(ctx, `SAVEPOINT append`); err != nil {
-				return fmt.Errorf("sqlite: append: %w", err)
+				return classify("append", err)
 			}
 			if r.err = s.appendIn(ctx, tx, &st, r); r.err != nil {
 				if _, err := tx.ExecContext(ctx, `ROLLBACK TO append`); err != nil {
-					return fmt.Errorf("sqlite: append: %w", err)
+					return classify("append", err)
 				}
 			}
 			if _, err := tx.ExecContext(ctx, `RELEASE append`); err != nil {
-				return fmt.Errorf("sqlite: append: %w", err)
+				return classify("append", err)
 			}
 		}
 		return nil
@@ -263,13 +263,13 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			r.tenant, r.thread, backend.Nanos(r.now), backend.Nanos(r.now), newLast, r.msgs, r.tokens)
 		if err != nil {
-			return fmt.Errorf("sqlite: append: %w", err)
+			return classify("append", err)
 		}
 		moved, _ = res.RowsAffected()
 	} else {
 		res, err := st.bump.ExecContext(ctx, newLast, backend.Nanos(r.now), r.msgs, r.tokens, r.tenant, r.thread, r.after)
 		if err != nil {
-			return fmt.Errorf("sqlite: append: %w", err)
+			return classify("append", err)
 		}
 		moved, _ = res.RowsAffected()
 	}
@@ -296,12 +296,12 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 			return fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
 		}
 		if err != nil {
-			return fmt.Errorf("sqlite: append: %w", err)
+			return classify("append", err)
 		}
 		if p.msg != nil {
 			id, err := res.LastInsertId()
 			if err != nil {
-				return fmt.Errorf("sqlite: append: %w", err)
+				return classify("append", err)
 			}
 			if _, err := st.fts.ExecContext(ctx, id, scopeTerms(r.tenant, r.thread), p.plain); err != nil {
 				return fmt.Errorf("sqlite: append: index: %w", err)
@@ -315,7 +315,7 @@ func lastSeqIn(ctx context.Context, tx *sql.Tx, tenant, thread string) (int64, e
 	var last int64
 	err := tx.QueryRowContext(ctx, `SELECT last_seq FROM threads WHERE tenant = ? AND id = ?`, tenant, thread).Scan(&last)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("sqlite: append: %w", err)
+		return 0, classify("append", err)
 	}
 	return last, nil
 }
