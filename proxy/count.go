@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/mnemehq/mneme"
+	"github.com/mnemehq/mneme/internal/status"
+	tenantpkg "github.com/mnemehq/mneme/tenant"
 )
 
 // countTokensPath is Anthropic's token-count route.
@@ -63,7 +65,7 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return
 	}
-	tenant := TenantOf(r.Context())
+	tenant := tenantpkg.Of(r.Context())
 	id := r.Header.Get(HeaderThread)
 	if id == "" {
 		id = r.Header.Get(HeaderThreadAlt)
@@ -75,7 +77,7 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	win, err := p.m.Thread(tenant, id).PreviewHistory(ctx, msgs, mneme.HistoryOptions{Window: mneme.WindowOptions{Tools: splitArray(req.get("tools"))}, Append: mode == ModeAppend})
 	if err != nil {
-		p.engineError(w, api, err)
+		p.fail(w, r, api, err)
 		return
 	}
 	out, err := d.build(req, win, false)
@@ -85,11 +87,7 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := p.send(ctx, r, api, countTokensPath, out)
 	if err != nil {
-		status := http.StatusBadGateway
-		if isTimeout(err) {
-			status = http.StatusGatewayTimeout
-		}
-		writeError(w, api, status, "upstream: "+err.Error())
+		p.fail(w, r, api, &status.Upstream{Err: err})
 		return
 	}
 	w.Header().Set(HeaderThread, id)
