@@ -15,6 +15,7 @@ import (
 	"github.com/mnemehq/mneme/mcpserver"
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/tenant"
 )
 
@@ -69,7 +70,7 @@ const (
 	bodyStream bodyMode = iota
 	// bodyStored: the body is read whole first (bounded by BodyTimeout and
 	// the body limit), before the request takes a slot, and JSON text that
-	// no backend can store as sent is refused with 400 (store.CheckJSONText).
+	// no backend can store as sent is refused with 400 (backend.CheckJSONText).
 	bodyStored
 )
 
@@ -142,7 +143,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, mode bodyMode)
 		return false
 	}
 	if looksJSON(r, body) {
-		if err := store.CheckJSONText("the request body", body); err != nil {
+		if err := backend.CheckJSONText("the request body", body); err != nil {
 			writeError(w, r, http.StatusBadRequest, "invalid", "mneme: "+strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+": "))
 			return false
 		}
