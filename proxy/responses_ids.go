@@ -15,10 +15,10 @@ import (
 	"strings"
 
 	"github.com/mnemehq/mneme"
-	tenantpkg "github.com/mnemehq/mneme/tenant"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/backend"
+	tenantpkg "github.com/mnemehq/mneme/tenant"
 	"github.com/mnemehq/mneme/window"
 )
 
