@@ -73,9 +73,11 @@ var cmKinds = map[string]string{
 //   - tool_policy_enabled: strategy mask (old tool results become one-line
 //     placeholders with refs), else archive; preview_chars sets the preview
 //     lines an evicted result keeps (80 characters a line).
-//   - a turn's messages become one native turn; tool calls the Python format
-//     cannot spell are not invented: a tool message keeps its tool_call_id
-//     and the engine's repair makes its pairing valid.
+//   - a turn's messages become one native turn. The Python format has no
+//     tool calls: each tool message becomes a call (on the assistant message
+//     before it, or a new one) and its result, paired by the message's
+//     tool_call_id, or by an id made from its position when it has none
+//     (the library's own fixtures carry only the tool's name).
 //   - content_in_hot → window_contains, content_not_in_hot → window_excludes,
 //     content_recallable → recallable (top 5, the value as query and
 //     expectation), hot_chars_under → window_chars_at_most,
@@ -125,6 +127,11 @@ func ImportContextManager(data []byte) (*Fixture, error) {
 	for i, turn := range cf.Turns {
 		var out []map[string]any
 		for j, m := range turn {
+			if strings.EqualFold(m.Role, "tool") && m.ToolCallID == "" {
+				// The library's own fixtures name the tool and give no
+				// call id: one is made from the position, stable across runs.
+				m.ToolCallID = fmt.Sprintf("cm_%d_%d", i+1, j+1)
+			}
 			o, err := cmMessage(m)
 			if err != nil {
 				return nil, fmt.Errorf("context-manager fixture: turn %d message %d: %w", i+1, j+1, err)

@@ -169,3 +169,45 @@ func TestContextManagerImport(t *testing.T) {
 		t.Fatalf("policy %v", pol)
 	}
 }
+
+// TestContextManagerRealFixtures: the peer library's own six fixtures, read
+// unchanged from ../shared/data, load and run: their tool messages carry a
+// tool name and no call id, and each becomes a paired call and result.
+func TestContextManagerRealFixtures(t *testing.T) {
+	fs, errs := Load("../../shared/data/context-manager-fixtures")
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if len(fs) != 6 {
+		t.Fatalf("%d fixtures loaded, want 6", len(fs))
+	}
+	passed := 0
+	for _, f := range fs {
+		for i, turn := range f.Turns {
+			msgs, err := turn.decode()
+			if err != nil {
+				t.Fatalf("%s turn %d: %v", f.Name, i+1, err)
+			}
+			calls := map[string]bool{}
+			for _, m := range msgs {
+				for _, id := range m.ToolCallIDs() {
+					calls[id] = true
+				}
+				for _, id := range m.ResultIDs() {
+					if !calls[id] {
+						t.Errorf("%s turn %d: result %q has no call before it", f.Name, i+1, id)
+					}
+				}
+			}
+		}
+		r := Run(context.Background(), f, Options{})
+		if r.Error != "" {
+			t.Errorf("%s: %s", f.Name, r.Error)
+		}
+		if r.OK() {
+			passed++
+		}
+		t.Logf("%s: %d/%d checks", f.Name, r.Passed, r.Total)
+	}
+	t.Logf("%d of 6 fixtures pass every check", passed)
+}
