@@ -149,12 +149,25 @@ func FuzzDecodeAnthropic(f *testing.F) {
 // ("function") or its arguments (""). These are the only inputs the codec
 // does not give back JSON-equal.
 func openAINormalizes(data []byte) bool {
-	var ms []struct {
-		Role      string                       `json:"role"`
-		ToolCalls []map[string]json.RawMessage `json:"tool_calls"`
-	}
-	if json.Unmarshal(data, &ms) != nil {
+	// Keys are read exactly as the codec reads them: encoding/json's struct
+	// decoding matches names case-insensitively ("tool_CAlls"), which would
+	// make this oracle read another field than the codec does.
+	var raw []map[string]json.RawMessage
+	if json.Unmarshal(data, &raw) != nil {
 		return false
+	}
+	type msg struct {
+		Role      string
+		ToolCalls []map[string]json.RawMessage
+	}
+	var ms []msg
+	for _, o := range raw {
+		var m msg
+		_ = json.Unmarshal(o["role"], &m.Role)
+		if b, ok := o["tool_calls"]; ok && json.Unmarshal(b, &m.ToolCalls) != nil {
+			return false
+		}
+		ms = append(ms, m)
 	}
 	for _, m := range ms {
 		if m.Role != "assistant" {
