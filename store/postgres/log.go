@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -135,7 +133,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		resolveTools(ctx, s.pool, tenant, thread, after, rows)
 		if err = ctx.Err(); err == nil {
 			req := &appendReq{args: appendArgs(tenant, thread, after, rows, now), after: after, n: int64(len(rows))}
-			err = s.group.do(req, s.commitGroup)
+			err = s.group.Do(req, s.commitGroup)
 		}
 	}
 	if err != nil {
@@ -212,100 +210,7 @@ type appendReq struct {
 	after int64
 	n     int64 // events
 
-	err    error
-	done   chan struct{} // closed when err is final
-	lead   chan struct{} // closed when this request is handed a commit slot
-	handed bool          // lead is closed (under appendGroup.mu)
-}
-
-// maxGroup bounds the appends one transaction takes.
-const maxGroup = 256
-
-// appendGroup is the group commit (as in store/sqlite, but with two
-// commits in flight: while one waits for its WAL flush, the next runs its
-// statements): an Append that finds a commit slot free commits what is
-// queued; those that arrive while both are busy queue, and the first of
-// them commits them all in one transaction when a slot frees. No goroutine
-// of its own: leadership passes from one waiting Append to the next.
-type appendGroup struct {
-	mu      sync.Mutex
-	queue   []*appendReq
-	leading int // commits in flight, at most maxLeaders
-}
-
-// maxLeaders is the number of group transactions in flight at once.
-const maxLeaders = 2
-
-// do queues req and returns once its group has committed (or failed).
-func (g *appendGroup) do(req *appendReq, commit func([]*appendReq)) error {
-	req.done, req.lead = make(chan struct{}), make(chan struct{})
-	g.mu.Lock()
-	g.queue = append(g.queue, req)
-	lead := g.leading < maxLeaders
-	if lead {
-		g.leading++
-	}
-	g.mu.Unlock()
-	if !lead {
-		// The wait ignores ctx: a request handed to a commit must learn
-		// whether it is durable.
-		select {
-		case <-req.done:
-			// Handed a commit slot too, then committed by another group:
-			// the slot must still be used or passed on.
-			select {
-			case <-req.lead:
-				g.serve(commit)
-			default:
-			}
-			return req.err
-		case <-req.lead:
-		}
-	}
-	g.serve(commit)
-	<-req.done // committed by this group or, past maxGroup, a later one
-	return req.err
-}
-
-// serve commits one group from the queue with the commit slot its caller
-// holds, then passes the slot to the first queued request not yet handed
-// one, or frees it.
-func (g *appendGroup) serve(commit func([]*appendReq)) {
-	// Let the appends on their way join: yield while each yield brings
-	// more of them (a commit's callers come back as a crowd).
-	for seen := 0; ; {
-		g.mu.Lock()
-		n := len(g.queue)
-		g.mu.Unlock()
-		if n == seen || n >= maxGroup {
-			break
-		}
-		seen = n
-		runtime.Gosched()
-	}
-	g.mu.Lock()
-	n := min(len(g.queue), maxGroup)
-	batch := g.queue[:n:n]
-	g.queue = append([]*appendReq(nil), g.queue[n:]...)
-	g.mu.Unlock()
-
-	if len(batch) > 0 {
-		commit(batch)
-		for _, r := range batch {
-			close(r.done)
-		}
-	}
-
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, r := range g.queue {
-		if !r.handed {
-			r.handed = true
-			close(r.lead)
-			return
-		}
-	}
-	g.leading--
+	backend.GroupMember // its outcome, set by commitGroup
 }
 
 // commitGroup runs batch's statements as one pipelined batch in one
@@ -342,9 +247,9 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	for i, r := range batch {
 		switch {
 		case err != nil:
-			r.err = err
+			r.Err = err
 		case inserted[i] != r.n:
-			r.err = fmt.Errorf("%w: last seq is not %d", store.ErrConflict, r.after)
+			r.Err = fmt.Errorf("%w: last seq is not %d", store.ErrConflict, r.after)
 		}
 	}
 }

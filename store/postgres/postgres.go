@@ -49,7 +49,7 @@ import (
 type Store struct {
 	pool      *pgxpool.Pool
 	now       func() time.Time
-	group     appendGroup // group commit of Appends (log.go)
+	group     backend.GroupCommit[*appendReq] // group commit of Appends (log.go)
 	closeOnce sync.Once
 }
 
@@ -82,7 +82,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
-	return &Store{pool: pool, now: time.Now}, nil
+	s := &Store{pool: pool, now: time.Now}
+	// Two group transactions in flight: while one waits for its WAL flush,
+	// the next runs its statements.
+	s.group.Leaders = 2
+	return s, nil
 }
 
 // Close closes the pool, waiting for connections in use to be returned;

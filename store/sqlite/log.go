@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 	"time"
 
 	"github.com/mnemehq/mneme/message"
@@ -30,7 +28,7 @@ type prepared struct {
 }
 
 // Append implements store.Log. Concurrent appends share one IMMEDIATE
-// transaction and so one fsync (group commit, see appendGroup); each still
+// transaction and so one fsync (group commit, see backend.GroupCommit); each still
 // returns only once its events are durable (I1), and each is checked on its
 // own: a conflicting append fails alone, inside a savepoint.
 func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, evs []store.Event) ([]store.Event, error) {
@@ -59,7 +57,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 			req.tokens += int64(p.ev.Tokens)
 		}
 	}
-	if err := s.group.do(req, s.commitGroup); err != nil {
+	if err := s.group.Do(req, s.commitGroup); err != nil {
 		return nil, err
 	}
 	out := make([]store.Event, len(req.ps))
@@ -85,101 +83,7 @@ type appendReq struct {
 	ps             []prepared
 	msgs, tokens   int64
 
-	err    error
-	done   chan struct{} // closed when err is final
-	lead   chan struct{} // closed when this request is handed a commit slot
-	handed bool          // lead is closed (under appendGroup.mu)
-}
-
-// maxGroup bounds the appends one transaction takes, so that a long queue
-// is committed in steps rather than in one ever-growing transaction.
-const maxGroup = 256
-
-// appendGroup is the group commit: the first Append to arrive commits
-// alone; those that arrive while a commit (and its fsync) is under way
-// queue, and the first of them commits them all in one transaction once the
-// commit before is done. No goroutine of its own: leadership passes from one
-// waiting Append to the next.
-type appendGroup struct {
-	mu      sync.Mutex
-	queue   []*appendReq
-	leading int // commits in flight, at most maxLeaders
-}
-
-// maxLeaders is the number of group transactions in flight at once: one,
-// since SQLite has one writer.
-const maxLeaders = 1
-
-// do queues req and returns once its group has committed (or failed).
-func (g *appendGroup) do(req *appendReq, commit func([]*appendReq)) error {
-	req.done, req.lead = make(chan struct{}), make(chan struct{})
-	g.mu.Lock()
-	g.queue = append(g.queue, req)
-	lead := g.leading < maxLeaders
-	if lead {
-		g.leading++
-	}
-	g.mu.Unlock()
-	if !lead {
-		// The wait ignores ctx: a request handed to a commit must learn
-		// whether it is durable.
-		select {
-		case <-req.done:
-			// Handed a commit slot too, then committed by another group:
-			// the slot must still be used or passed on.
-			select {
-			case <-req.lead:
-				g.serve(commit)
-			default:
-			}
-			return req.err
-		case <-req.lead:
-		}
-	}
-	g.serve(commit)
-	<-req.done // committed by this group or, past maxGroup, a later one
-	return req.err
-}
-
-// serve commits one group from the queue with the commit slot its caller
-// holds, then passes the slot to the first queued request not yet handed
-// one, or frees it.
-func (g *appendGroup) serve(commit func([]*appendReq)) {
-	// Let the appends on their way join: yield while each yield brings
-	// more of them (a commit's callers come back as a crowd).
-	for seen := 0; ; {
-		g.mu.Lock()
-		n := len(g.queue)
-		g.mu.Unlock()
-		if n == seen || n >= maxGroup {
-			break
-		}
-		seen = n
-		runtime.Gosched()
-	}
-	g.mu.Lock()
-	n := min(len(g.queue), maxGroup)
-	batch := g.queue[:n:n]
-	g.queue = append([]*appendReq(nil), g.queue[n:]...)
-	g.mu.Unlock()
-
-	if len(batch) > 0 {
-		commit(batch)
-		for _, r := range batch {
-			close(r.done)
-		}
-	}
-
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, r := range g.queue {
-		if !r.handed {
-			r.handed = true
-			close(r.lead)
-			return
-		}
-	}
-	g.leading--
+	backend.GroupMember // its outcome, set by commitGroup
 }
 
 // appendStmts are the statements a group runs, prepared once per group.
@@ -214,14 +118,14 @@ func (s *Store) commitGroup(batch []*appendReq) {
 		defer st.bump.Close()
 		if len(batch) == 1 {
 			// Alone: the request's error is the transaction's.
-			batch[0].err = s.appendIn(ctx, tx, &st, batch[0])
-			return batch[0].err
+			batch[0].Err = s.appendIn(ctx, tx, &st, batch[0])
+			return batch[0].Err
 		}
 		for _, r := range batch {
 			if _, err := tx.ExecContext(ctx, `SAVEPOINT append`); err != nil {
 				return classify("append", err)
 			}
-			if r.err = s.appendIn(ctx, tx, &st, r); r.err != nil {
+			if r.Err = s.appendIn(ctx, tx, &st, r); r.Err != nil {
 				if _, err := tx.ExecContext(ctx, `ROLLBACK TO append`); err != nil {
 					return classify("append", err)
 				}
@@ -234,8 +138,8 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	})
 	if err != nil {
 		for _, r := range batch {
-			if r.err == nil {
-				r.err = err
+			if r.Err == nil {
+				r.Err = err
 			}
 		}
 	}

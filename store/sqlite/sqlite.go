@@ -38,13 +38,14 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
 	w, r      *sql.DB
 	now       func() time.Time
-	group     appendGroup // group commit of Appends (log.go)
+	group     backend.GroupCommit[*appendReq] // group commit of Appends (log.go)
 	closeOnce sync.Once
 	closeErr  error
 
