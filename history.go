@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
@@ -58,6 +59,18 @@ type HistoryOptions struct {
 	// are the whole history as the client sees it, and only what the log
 	// lacks is appended.
 	Append bool
+	// Defer writes the request's messages with the reply: Record appends
+	// them and the reply in one durable append (one fsync per request,
+	// not two), and Close appends them alone when no reply was recorded
+	// (the upstream failed, the client went away), so the log holds every
+	// request that was answered or failed, and never a reply without its
+	// request. Until then they are in the thread's state, not in the log:
+	// a crash loses them, and with them nothing that was acknowledged
+	// (the client has had no reply). When another process writes the
+	// thread meanwhile, the request is compared with the log again at
+	// Record. Without Defer the messages are in the log when
+	// AppendHistory returns.
+	Defer bool
 }
 
 // Turn is one request's place in a thread: the branch it landed on, what
@@ -77,8 +90,13 @@ type Turn struct {
 	// is placed as a re-run's is, so no reply lands after another.
 	at    int64
 	hist  []message.Message
-	extra []message.Message // what Continue appended // the branch's parent, when the request went through a fork
+	extra []message.Message // what Continue appended
 	opts  WindowOptions
+	// def is the turn's claim on its deferred request (nil: written
+	// already); req the messages of an append-mode request, to place
+	// again if the claim is dropped.
+	def *deferral
+	req []message.Message
 
 	// Appended are the events the request added to the log.
 	Appended []store.Event
@@ -139,7 +157,7 @@ func (t *Thread) AppendHistory(ctx context.Context, msgs []message.Message, o Hi
 		return nil, err
 	}
 	if o.Append {
-		return t.appendTurn(ctx, msgs, o.Window)
+		return t.appendTurn(ctx, msgs, o.Window, o.Defer)
 	}
 	req := requestProjection(msgs)
 	in := req.units
@@ -188,7 +206,7 @@ func (t *Thread) AppendHistory(ctx context.Context, msgs []message.Message, o Hi
 			if ts.st.LastSeq() > 0 && systemKey(sys) != systemKey(ts.proj.system) {
 				sysChange = &sys
 			}
-			x, err := cur.land(ctx, ts, fresh, sysChange, o.Window)
+			x, err := cur.land(ctx, ts, fresh, sysChange, o.Window, o.Defer)
 			if errors.Is(err, store.ErrConflict) || errors.Is(err, errLogShrank) {
 				if errors.Is(err, errLogShrank) {
 					ts.shrank() // deleted elsewhere: begin again from the log
@@ -287,13 +305,16 @@ func (ts *threadState) shrank() {
 // rebuildProjection reads the projection from the whole log (a state that
 // did not come from applying the log from seq 1).
 func (t *Thread) rebuildProjection(ctx context.Context, ts *threadState) error {
-	evs, err := t.m.store.Load(ctx, t.tenant, t.id, 1, int(ts.st.LastSeq()))
+	evs, err := t.m.store.Load(ctx, t.tenant, t.id, 1, int(ts.logSeq()))
 	if err != nil {
 		return err
 	}
 	ts.proj = newLogProjector()
 	for i := range evs {
 		ts.proj.applyEvent(&evs[i])
+	}
+	for i := range ts.pending {
+		ts.proj.applyEvent(&ts.pending[i])
 	}
 	if ts.proj.lastSeq != ts.st.LastSeq() {
 		return fmt.Errorf("mneme: thread %s: the log ends at %d, its state at %d", t.id, ts.proj.lastSeq, ts.st.LastSeq())
@@ -321,8 +342,10 @@ func (t *Thread) messageEvents(ts *threadState, msgs []message.Message) []store.
 
 // land appends fresh (after a system event when sys is set) exactly after
 // the state's last seq and builds the window; store.ErrConflict when the
-// log moved meanwhile. ts is locked by the caller.
-func (t *Thread) land(ctx context.Context, ts *threadState, fresh []message.Message, sys *[]message.Message, opts WindowOptions) (*Turn, error) {
+// log moved meanwhile. ts is locked by the caller. With deferred (and no
+// other turn's request pending on the state) the events are applied to
+// the state and written later, with the reply (HistoryOptions.Defer).
+func (t *Thread) land(ctx context.Context, ts *threadState, fresh []message.Message, sys *[]message.Message, opts WindowOptions, deferred bool) (*Turn, error) {
 	var evs []store.Event
 	if sys != nil {
 		b, err := json.Marshal(historyNote{System: sys})
@@ -337,27 +360,91 @@ func (t *Thread) land(ctx context.Context, ts *threadState, fresh []message.Mess
 	}
 	evs = append(evs, msgEvs...)
 	var stored []store.Event
-	if len(evs) > 0 {
+	var def *deferral
+	switch {
+	case len(evs) > 0 && deferred && len(ts.pending) == 0:
+		var err error
+		if stored, err = t.deferEvents(ts, evs); err != nil {
+			return nil, err
+		}
+		def = &deferral{}
+		ts.owner = def
+	case len(evs) > 0:
 		var err error
 		stored, err = t.appendEvents(ctx, ts, evs, func() ([]store.Event, error) { return nil, store.ErrConflict })
 		if err != nil {
 			return nil, err
 		}
 		t.m.index(t.tenant, stored)
-	} else if err := t.catchUp(ctx, ts); err != nil {
-		// Nothing to write: read what other processes wrote, so the
-		// window is current.
-		return nil, err
+	default:
+		if err := t.catchUp(ctx, ts); err != nil {
+			// Nothing to write: read what other processes wrote, so the
+			// window is current.
+			return nil, err
+		}
 	}
 	w, err := t.windowLocked(ctx, ts, opts, false, len(msgEvs) > 0)
 	if err != nil {
+		if def != nil && ts.owner == def {
+			// The request fails before its model call: its messages are
+			// logged as they would have been without deferral.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+			t.flushPending(fctx, ts)
+			cancel()
+		}
 		return nil, err
 	}
 	if sys != nil {
 		w.Usage.Step = true // the prefix changed
 	}
 	t.m.pinAgain(ts) // the turn holds it until Close
-	return &Turn{m: t.m, tenant: t.tenant, branch: t.id, ts: ts, gen: ts.gen, at: ts.st.LastSeq(), opts: opts, Appended: stored, Window: w, SystemChanged: sys != nil}, nil
+	return &Turn{m: t.m, tenant: t.tenant, branch: t.id, ts: ts, gen: ts.gen, at: ts.st.LastSeq(), opts: opts, Appended: stored, Window: w, SystemChanged: sys != nil, def: def}, nil
+}
+
+// flushTimeout bounds writing a deferred request alone, once its turn is
+// over (the caller's context may be gone).
+const flushTimeout = 30 * time.Second
+
+// deferEvents applies evs to the state as the log will hold them (seqs
+// after the state's last, times and messages as a Load returns them) and
+// keeps them pending: the next append writes them first. They are checked
+// as a store checks them, so a request the store would refuse is refused
+// now, before its model call.
+func (t *Thread) deferEvents(ts *threadState, evs []store.Event) ([]store.Event, error) {
+	base := ts.st.LastSeq()
+	at := now().Round(0)
+	out := make([]store.Event, len(evs))
+	for i, ev := range evs {
+		if err := backend.CheckEvent(ev); err != nil {
+			return nil, err
+		}
+		ev.Seq = base + int64(i) + 1
+		if ev.At.IsZero() {
+			ev.At = at
+		}
+		ev.At = ev.At.UTC().Round(0)
+		if ev.Message != nil {
+			js, err := backend.EncodeMessage(ev.Message)
+			if err != nil {
+				return nil, err
+			}
+			var m message.Message
+			if err := json.Unmarshal([]byte(js), &m); err != nil {
+				return nil, fmt.Errorf("%w: message does not decode: %v", store.ErrInvalid, err)
+			}
+			ev.Message = &m
+		}
+		if len(ev.Data) > 0 {
+			ev.Data = append(json.RawMessage(nil), ev.Data...)
+		}
+		out[i] = ev
+	}
+	if err := t.applyAll(ts, out); err != nil {
+		ts.clear()
+		return nil, err
+	}
+	ts.pending = out
+	return out, nil
 }
 
 // checkFits refuses, before anything is logged, a request that cannot fit
@@ -659,10 +746,22 @@ func (x *Turn) deleted(ts *threadState, err error) error {
 // Close releases the turn's hold on its thread's state (which may then be
 // evicted from memory). Call it once the turn is over; it is idempotent.
 func (x *Turn) Close() {
-	if !x.closed {
-		x.closed = true
-		x.m.unpin(x.ts)
+	if x.closed {
+		return
 	}
+	x.closed = true
+	if x.def != nil {
+		// No reply was recorded: a deferred request is logged alone.
+		ts := x.ts
+		ts.mu.Lock()
+		if ts.owner == x.def && ts.gen == x.gen && ts.st != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			x.m.Thread(x.tenant, x.branch).flushPending(ctx, ts)
+			cancel()
+		}
+		ts.mu.Unlock()
+	}
+	x.m.unpin(x.ts)
 }
 
 // Record appends the reply (and what goes with it) to the turn's branch.
@@ -684,11 +783,20 @@ func (x *Turn) Record(ctx context.Context, msgs ...message.Message) ([]store.Eve
 		return nil, err
 	}
 	t := x.m.Thread(x.tenant, x.branch)
+	if x.def != nil && x.def.dropped {
+		ts.mu.Unlock()
+		return x.placeAgain(ctx, msgs)
+	}
 	moved := x.hist != nil && ts.st.LastSeq() != x.at
 	var stored []store.Event
 	if !moved {
+		// A deferred request still pending goes in this append, first.
 		stored, err = t.appendLocked(ctx, ts, msgs, x.hist != nil)
 		moved = errors.Is(err, store.ErrConflict)
+		if x.def != nil && x.def.dropped && !errors.Is(err, errLogShrank) {
+			ts.mu.Unlock()
+			return x.placeAgain(ctx, msgs)
+		}
 	}
 	if !moved {
 		err = x.deleted(ts, err)
@@ -712,6 +820,32 @@ func (x *Turn) Record(ctx context.Context, msgs ...message.Message) ([]store.Eve
 }
 
 var endUnit = unit{h: sum([]byte("end"))}
+
+// placeAgain records a deferred turn whose request was dropped from the
+// state before it was written (another process wrote the thread
+// meanwhile): the request is compared with the log again and written,
+// then the reply after it. The turn takes over the new turn's place.
+func (x *Turn) placeAgain(ctx context.Context, msgs []message.Message) ([]store.Event, error) {
+	t := x.m.Thread(x.tenant, x.branch)
+	var nx *Turn
+	var err error
+	if x.hist != nil {
+		nx, err = t.AppendHistory(ctx, x.hist, HistoryOptions{Window: x.opts})
+	} else {
+		nx, err = t.appendTurn(ctx, x.req, x.opts, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	stored, err := nx.Record(ctx, msgs...)
+	x.m.unpin(x.ts)
+	x.ts, x.gen, x.branch, x.at, x.re, x.def = nx.ts, nx.gen, nx.branch, nx.at, nx.re, nil
+	if nx.parent != "" {
+		x.parent = nx.parent
+	}
+	nx.closed = true // its pin is x's now
+	return stored, err
+}
 
 func (x *Turn) recordRerun(ctx context.Context, msgs []message.Message) ([]store.Event, error) {
 	re := x.re
@@ -776,7 +910,7 @@ func (x *Turn) recordRerun(ctx context.Context, msgs []message.Message) ([]store
 
 // appendTurn appends msgs as they are (append mode), after checking their
 // tool results against the log.
-func (t *Thread) appendTurn(ctx context.Context, msgs []message.Message, opts WindowOptions) (*Turn, error) {
+func (t *Thread) appendTurn(ctx context.Context, msgs []message.Message, opts WindowOptions, deferred bool) (*Turn, error) {
 	conflicts := 0
 	for {
 		ts, err := t.lockWarm(ctx)
@@ -796,7 +930,7 @@ func (t *Thread) appendTurn(ctx context.Context, msgs []message.Message, opts Wi
 			}
 			fresh = msgs[lead:]
 		}
-		x, err := t.land(ctx, ts, fresh, sys, opts)
+		x, err := t.land(ctx, ts, fresh, sys, opts, deferred)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, errLogShrank) {
 			if errors.Is(err, errLogShrank) {
 				ts.shrank()
@@ -808,6 +942,9 @@ func (t *Thread) appendTurn(ctx context.Context, msgs []message.Message, opts Wi
 			continue
 		}
 		t.m.unlock(ts)
+		if x != nil {
+			x.req = msgs
+		}
 		return x, err
 	}
 }

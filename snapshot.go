@@ -169,7 +169,7 @@ func (t *Thread) decodeSnapshot(seq int64, data []byte, ts *threadState) (*windo
 // runs under ts.mu, at the end of each locked call, and costs a copy of the
 // window; the encoding and the write happen off the request path.
 func (m *Engine) snapshotDue(ts *threadState) {
-	if ts.st == nil || ts.snap.writing || m.bg.Err() != nil {
+	if ts.st == nil || len(ts.pending) > 0 || ts.snap.writing || m.bg.Err() != nil {
 		return
 	}
 	last := ts.st.LastSeq()

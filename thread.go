@@ -50,6 +50,27 @@ type threadState struct {
 	// gen counts the thread's deletions: a turn begun before one records
 	// nothing after it.
 	gen uint64
+	// pending are events applied to st and proj but not yet in the log:
+	// a deferred turn's request (HistoryOptions.Defer), written with its
+	// reply in one durable append, or alone by the next write or by the
+	// turn's Close (see deferral). Their seqs follow the log's last.
+	pending []store.Event
+	owner   *deferral // the turn pending belongs to
+}
+
+// deferral is a turn's claim on the pending events of its state (guarded
+// by threadState.mu).
+type deferral struct {
+	// dropped: the events were taken out of the state without being
+	// written (another process moved the log under them, or a write
+	// failed); the turn must place its request again.
+	dropped bool
+}
+
+// logSeq is the log's last seq as the state knows it: the state's, less
+// the events not yet written.
+func (ts *threadState) logSeq() int64 {
+	return ts.st.LastSeq() - int64(len(ts.pending))
 }
 
 // CompactInput is what a Compactor gets: the messages leaving the window
@@ -117,6 +138,10 @@ func (ts *threadState) clear() {
 	if ts.buf.cancel != nil {
 		ts.buf.cancel()
 	}
+	if ts.owner != nil {
+		ts.owner.dropped = true
+	}
+	ts.pending, ts.owner = nil, nil
 	ts.st, ts.buf = nil, buffer{}
 	ts.snap = snapState{writing: ts.snap.writing}
 }
@@ -149,9 +174,19 @@ func (t *Thread) catchUp(ctx context.Context, ts *threadState) error {
 			return err
 		}
 	}
-	evs, err := t.m.store.Load(ctx, t.tenant, t.id, ts.st.LastSeq()+1, 0)
+	evs, err := t.m.store.Load(ctx, t.tenant, t.id, ts.logSeq()+1, 0)
 	if err != nil {
 		return err
+	}
+	if len(ts.pending) > 0 {
+		if len(evs) == 0 {
+			return nil // the log is where the pending events go
+		}
+		// Another process wrote where the pending events were to go:
+		// they cannot be written there; the state is rebuilt from the log
+		// and their turn places its request again.
+		ts.clear()
+		return t.catchUp(ctx, ts)
 	}
 	return t.applyAll(ts, evs)
 }
@@ -218,8 +253,20 @@ func (t *Thread) budgetOf(p Policy) int {
 // returns the events to write now, or nil to write nothing.
 func (t *Thread) appendEvents(ctx context.Context, ts *threadState, evs []store.Event, replan func() ([]store.Event, error)) ([]store.Event, error) {
 	for try := 0; ; try++ {
-		stored, err := t.m.store.Append(ctx, t.tenant, t.id, ts.st.LastSeq(), evs)
+		// A deferred request goes first, in the same append: its reply
+		// (or whatever else is written now) never lands without it.
+		np := len(ts.pending)
+		all := evs
+		if np > 0 {
+			all = append(append(make([]store.Event, 0, np+len(evs)), ts.pending...), evs...)
+		}
+		stored, err := t.m.store.Append(ctx, t.tenant, t.id, ts.logSeq(), all)
 		if err == nil {
+			if np > 0 {
+				t.m.index(t.tenant, stored[:np])
+				ts.pending, ts.owner = nil, nil
+			}
+			stored = stored[np:]
 			if err := t.applyAll(ts, stored); err != nil {
 				return nil, err
 			}
@@ -231,7 +278,22 @@ func (t *Thread) appendEvents(ctx context.Context, ts *threadState, evs []store.
 		if try >= retryConflicts {
 			return nil, errTooManyConflicts
 		}
-		before := ts.st.LastSeq()
+		before := ts.logSeq()
+		if np > 0 {
+			// The log moved under the pending events: they cannot go
+			// where they were placed (see catchUp), and nothing may be
+			// written without them. The state is rebuilt from the log;
+			// the caller compares again (their turn places its request
+			// again).
+			ts.clear()
+			if err := t.catchUp(ctx, ts); err != nil {
+				return nil, err
+			}
+			if ts.st.LastSeq() < before {
+				return nil, errLogShrank // deleted elsewhere
+			}
+			return nil, errPendingDropped
+		}
 		if err := t.catchUp(ctx, ts); err != nil {
 			return nil, err
 		}
@@ -246,6 +308,27 @@ func (t *Thread) appendEvents(ctx context.Context, ts *threadState, evs []store.
 			}
 		}
 	}
+}
+
+// errPendingDropped: an append found the log moved under a deferred
+// request's events, which were dropped from the state.
+var errPendingDropped = fmt.Errorf("%w: the log moved under a deferred request", store.ErrConflict)
+
+// flushPending writes the pending events alone (their turn ends without a
+// reply, or a write failed after they were applied). When they cannot be
+// written the state forgets them, so that it matches the log again.
+func (t *Thread) flushPending(ctx context.Context, ts *threadState) {
+	if len(ts.pending) == 0 {
+		return
+	}
+	stored, err := t.m.store.Append(ctx, t.tenant, t.id, ts.logSeq(), ts.pending)
+	if err != nil {
+		t.m.log.Warn("a request's messages were not logged", "tenant", t.tenant, "thread", t.id, "err", err)
+		ts.clear()
+		return
+	}
+	t.m.index(t.tenant, stored)
+	ts.pending, ts.owner = nil, nil
 }
 
 // Append writes messages to the thread's log, durably, before it returns

@@ -208,7 +208,7 @@ func (d *responsesDialect) openFrom(ctx context.Context, tenant string, req *obj
 			return nil, nil, err
 		}
 	}
-	turn, err := t.AppendHistory(ctx, fresh, mneme.HistoryOptions{Window: opts, Append: true})
+	turn, err := t.AppendHistory(ctx, fresh, mneme.HistoryOptions{Window: opts, Append: true, Defer: true})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -50,11 +50,14 @@ func (s *session) forkedFrom() string {
 	return s.turn.ForkedFrom()
 }
 
-// open appends what is new of msgs to the thread (all of them in append
+// open places what is new of msgs on the thread (all of them in append
 // mode) and returns the window for the next model call. The messages are
-// in the log when it returns, whatever happens next (I1).
+// written with the reply, in one durable append, or alone when the turn
+// closes without one (mneme.HistoryOptions.Defer): every request that
+// was answered or failed is in the log, never a reply without its
+// request, and nothing the client was told is lost (I1).
 func (p *Proxy) open(ctx context.Context, tenant, id, mode string, msgs []message.Message, opts mneme.WindowOptions) (*session, *window.Window, error) {
-	turn, err := p.m.Thread(tenant, id).AppendHistory(ctx, msgs, mneme.HistoryOptions{Window: opts, Append: mode == ModeAppend})
+	turn, err := p.m.Thread(tenant, id).AppendHistory(ctx, msgs, mneme.HistoryOptions{Window: opts, Append: mode == ModeAppend, Defer: true})
 	if err != nil {
 		return nil, nil, err
 	}
