@@ -14,6 +14,8 @@
 //	go test ./e2e -run Crash -crash.kills=50        # the full crash run
 //	go test ./e2e -run Replicas -replicas.duration=30s
 //	go test ./e2e -run '^$' -bench EngineBackends   # append/window throughput, SQLite beside PostgreSQL
+//	MNEME_BIN=/path/to/mneme go test ./e2e -run 'Finding|Fault'  # against another build
+//	scripts/old-code-proof                         # issue 17's tests on the code before its fixes, and on today's
 //
 // PostgreSQL parts need MNEME_TEST_POSTGRES (scripts/test exports it); they
 // skip without it, except under CI=true, where they fail.
