@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,8 +9,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
@@ -197,23 +196,36 @@ func (r row) indexed(tenant, thread string) string {
 
 // docTerms rebuilds a document's index terms, in order, from the tsvector
 // literal indexTerms wrote (exact documents only), without scope lexemes.
-// It runs on every candidate of a search, so it scans the literal once
-// without splitting it: 'tok':1,5 'next':2 '#t…' '#h…'.
-func docTerms(lit string) []string {
-	seq := make([]string, 0, strings.Count(lit, ",")+strings.Count(lit, ":"))
+func docTerms(lit string) []string { return docTermsOf([]byte(lit), nil) }
+
+// docTermsOf is docTerms over the literal's bytes as the driver holds
+// them, keeping only the tokens of keep (as keep's own strings, so that a
+// candidate costs no string of its own): every other position is "". The
+// sequence keeps its length, so phrase counts and document lengths, all
+// BM25 asks of it, are docTerms'. A nil keep keeps every token. It runs on
+// every candidate of a search, so it scans the literal once without
+// splitting it: 'tok':1,5 'next':2 '#t…' '#h…'.
+func docTermsOf(lit []byte, keep map[string]string) []string {
+	seq := make([]string, 0, bytes.Count(lit, []byte{','})+bytes.Count(lit, []byte{':'}))
 	for i := 0; i < len(lit); {
 		if lit[i] != '\'' {
 			i++
 			continue
 		}
-		end := strings.IndexByte(lit[i+1:], '\'')
+		end := bytes.IndexByte(lit[i+1:], '\'')
 		if end < 0 {
 			break
 		}
-		tok := lit[i+1 : i+1+end]
+		raw := lit[i+1 : i+1+end]
 		i += end + 2
-		if i >= len(lit) || lit[i] != ':' || strings.HasPrefix(tok, "#") {
+		if i >= len(lit) || lit[i] != ':' || (len(raw) > 0 && raw[0] == '#') {
 			continue
+		}
+		var tok string
+		if keep != nil {
+			tok = keep[string(raw)] // "" when the query does not hold it
+		} else {
+			tok = string(raw)
 		}
 		i++
 		for i < len(lit) {
@@ -239,7 +251,7 @@ func docTerms(lit string) []string {
 
 // Search implements store.Archive. The GIN index finds the candidates,
 // every document of the scope (the thread, or the tenant) containing any
-// term, inside one read-only snapshot; fulltext.ParsedQuery.Rank scores them by
+// term, with the scope's document count in the same statement (one snapshot); fulltext.ParsedQuery.Rank scores them by
 // BM25 with the scope's statistics (never another tenant's), and each is
 // checked in Go, best first (verbatim identifiers; everything for lossy
 // documents) until Limit hits are found.
@@ -276,8 +288,10 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		args = append(args, v)
 		where = append(where, fmt.Sprintf(cond, len(args)))
 	}
+	count := `(SELECT COALESCE(SUM(messages), 0)::bigint FROM threads WHERE tenant = $2)`
 	if q.Thread != "" {
 		add("e.thread = $%d", q.Thread)
+		count = fmt.Sprintf(`(SELECT COALESCE(SUM(messages), 0)::bigint FROM threads WHERE tenant = $2 AND id = $%d)`, len(args))
 	}
 	if q.Role != "" {
 		add("e.role = $%d", string(q.Role))
@@ -297,9 +311,13 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	if !q.Until.IsZero() {
 		add("e.at <= $%d", backend.Nanos(q.Until))
 	}
-	// The candidates carry their terms, not their text (bodies can be
-	// megabytes), but for lossy documents, whose terms are incomplete.
-	sqlText := `SELECT e.thread, e.seq, e.ref, e.role, e.tool, e.at, e.lossy, e.terms,
+	// One statement finds the candidates and the scope's document count
+	// (every message event is indexed), so both come from one snapshot
+	// and one round trip: on a loaded machine each round trip costs more
+	// than the index scan. The candidates carry their terms, not their
+	// text (bodies can be megabytes), but for lossy documents, whose terms
+	// are incomplete.
+	sqlText := `SELECT ` + count + `, e.thread, e.seq, e.ref, e.role, e.tool, e.at, e.lossy, e.terms,
 			CASE WHEN e.lossy > 0 THEN e.message END
 		FROM events e WHERE ` + strings.Join(where, " AND ") + ` ORDER BY e.thread, e.seq`
 
@@ -307,126 +325,122 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		hit  store.Hit
 		text *string // SearchText, once read
 	}
-	var hits []store.Hit
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		// The scope's document count: every message event is indexed.
-		var n int64
-		var err error
-		if q.Thread != "" {
-			err = tx.QueryRow(ctx, `SELECT COALESCE(SUM(messages), 0) FROM threads WHERE tenant = $1 AND id = $2`, tenant, q.Thread).Scan(&n)
-		} else {
-			err = tx.QueryRow(ctx, `SELECT COALESCE(SUM(messages), 0) FROM threads WHERE tenant = $1`, tenant).Scan(&n)
+	var (
+		n     int64
+		cands []cand
+		docs  [][]string
+	)
+	keep := map[string]string{}
+	for _, t := range pq.Terms {
+		for _, tok := range t.Tokens {
+			keep[tok] = tok
 		}
-		if err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, sqlText, args...)
-		if err != nil {
-			return err
-		}
-		var (
-			cands []cand
-			docs  [][]string
-		)
-		for rows.Next() {
-			var (
-				c         cand
-				ref, tool *string
-				role      string
-				at        int64
-				lossy     int16
-				terms     string
-				lossyMsg  *string
-			)
-			if err := rows.Scan(&c.hit.Thread, &c.hit.Seq, &ref, &role, &tool, &at, &lossy, &terms, &lossyMsg); err != nil {
-				rows.Close()
-				return err
-			}
-			c.hit.Ref, c.hit.Role, c.hit.At, c.hit.Tool = deref(ref), message.Role(role), backend.FromNanos(at), deref(tool)
-			d := docTerms(terms)
-			if lossy != exact {
-				text, err := searchText(lossyMsg, c.hit)
-				if err != nil {
-					rows.Close()
-					return err
-				}
-				if !matchesFully(pq, text) {
-					continue
-				}
-				c.text, d = &text, fulltext.IndexTerms(text)
-			}
-			cands = append(cands, c)
-			docs = append(docs, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		// Texts are read a page of ranked candidates at a time, in one
-		// query each: a round trip per hit would cost more than the search.
-		ranked := pq.Rank(docs, int(n))
-		for start := 0; start < len(ranked) && len(hits) < limit; {
-			end := min(len(ranked), start+limit-len(hits)+2)
-			var threads []string
-			var seqs []int64
-			for _, r := range ranked[start:end] {
-				if c := &cands[r.Index]; c.text == nil {
-					threads, seqs = append(threads, c.hit.Thread), append(seqs, c.hit.Seq)
-				}
-			}
-			texts := map[[2]string]string{}
-			if len(seqs) > 0 {
-				rows, err := tx.Query(ctx, `SELECT e.thread, e.seq, e.message FROM events e
-					JOIN unnest($2::text[], $3::bigint[]) AS w(thread, seq) ON e.thread = w.thread AND e.seq = w.seq
-					WHERE e.tenant = $1`, tenant, threads, seqs)
-				if err != nil {
-					return err
-				}
-				for rows.Next() {
-					var (
-						h  store.Hit
-						js *string
-					)
-					if err := rows.Scan(&h.Thread, &h.Seq, &js); err != nil {
-						rows.Close()
-						return err
-					}
-					texts[[2]string{h.Thread, strconv.FormatInt(h.Seq, 10)}] = deref(js)
-				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
-					return err
-				}
-			}
-			for _, r := range ranked[start:end] {
-				if len(hits) == limit {
-					break
-				}
-				c := cands[r.Index]
-				if c.text == nil {
-					js, ok := texts[[2]string{c.hit.Thread, strconv.FormatInt(c.hit.Seq, 10)}]
-					if !ok {
-						continue
-					}
-					text, err := searchText(&js, c.hit)
-					if err != nil {
-						return err
-					}
-					c.text = &text
-				}
-				if !pq.MatchesVerbatim(*c.text) {
-					continue
-				}
-				c.hit.Snippet = fulltext.Snippet(*c.text, pq, 0)
-				c.hit.Score = max(r.Score, minScore)
-				hits = append(hits, c.hit)
-			}
-			start = end
-		}
-		return nil
-	})
+	}
+	rows, err := s.pool.Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, dbErr("search", err)
+	}
+	for rows.Next() {
+		var (
+			c         cand
+			ref, tool *string
+			role      string
+			at        int64
+			lossy     int16
+			lossyMsg  *string
+		)
+		// terms is read in place (RawValues: valid until the next row),
+		// not copied into a string of its own.
+		if err := rows.Scan(&n, &c.hit.Thread, &c.hit.Seq, &ref, &role, &tool, &at, &lossy, nil, &lossyMsg); err != nil {
+			rows.Close()
+			return nil, dbErr("search", err)
+		}
+		c.hit.Ref, c.hit.Role, c.hit.At, c.hit.Tool = deref(ref), message.Role(role), backend.FromNanos(at), deref(tool)
+		d := docTermsOf(rows.RawValues()[8], keep)
+		if lossy != exact {
+			text, err := searchText(lossyMsg, c.hit)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if !matchesFully(pq, text) {
+				continue
+			}
+			c.text, d = &text, fulltext.IndexTerms(text)
+		}
+		cands = append(cands, c)
+		docs = append(docs, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("search", err)
+	}
+	// Texts are read a page of ranked candidates at a time, in one query
+	// each: a round trip per hit would cost more than the search. They are
+	// read after the candidates' snapshot, which is safe because an event
+	// is never rewritten: a text is the candidate's if its ref is (a
+	// thread deleted and written again meanwhile reuses seqs, not refs),
+	// and a candidate whose event is gone is no hit.
+	var hits []store.Hit
+	ranked := pq.Rank(docs, int(n))
+	for start := 0; start < len(ranked) && len(hits) < limit; {
+		end := min(len(ranked), start+limit-len(hits)+2)
+		var threads []string
+		var seqs []int64
+		for _, r := range ranked[start:end] {
+			if c := &cands[r.Index]; c.text == nil {
+				threads, seqs = append(threads, c.hit.Thread), append(seqs, c.hit.Seq)
+			}
+		}
+		type stored struct{ ref, js string }
+		texts := map[[2]string]stored{}
+		if len(seqs) > 0 {
+			rows, err := s.pool.Query(ctx, `SELECT e.thread, e.seq, e.ref, e.message FROM events e
+				JOIN unnest($2::text[], $3::bigint[]) AS w(thread, seq) ON e.thread = w.thread AND e.seq = w.seq
+				WHERE e.tenant = $1`, tenant, threads, seqs)
+			if err != nil {
+				return nil, dbErr("search", err)
+			}
+			for rows.Next() {
+				var (
+					h       store.Hit
+					ref, js *string
+				)
+				if err := rows.Scan(&h.Thread, &h.Seq, &ref, &js); err != nil {
+					rows.Close()
+					return nil, dbErr("search", err)
+				}
+				texts[[2]string{h.Thread, strconv.FormatInt(h.Seq, 10)}] = stored{deref(ref), deref(js)}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, dbErr("search", err)
+			}
+		}
+		for _, r := range ranked[start:end] {
+			if len(hits) == limit {
+				break
+			}
+			c := cands[r.Index]
+			if c.text == nil {
+				st, ok := texts[[2]string{c.hit.Thread, strconv.FormatInt(c.hit.Seq, 10)}]
+				if !ok || st.ref != c.hit.Ref {
+					continue
+				}
+				text, err := searchText(&st.js, c.hit)
+				if err != nil {
+					return nil, err
+				}
+				c.text = &text
+			}
+			if !pq.MatchesVerbatim(*c.text) {
+				continue
+			}
+			c.hit.Snippet = fulltext.Snippet(*c.text, pq, 0)
+			c.hit.Score = max(r.Score, minScore)
+			hits = append(hits, c.hit)
+		}
+		start = end
 	}
 	return hits, nil
 }

@@ -89,3 +89,36 @@ func TestDocTerms(t *testing.T) {
 		t.Errorf("docTerms of a long document: %d terms, lossy %d", len(got), lossy)
 	}
 }
+
+// A search reads candidates' terms keeping only the query's tokens: the
+// sequence has docTerms' length and the same phrase counts for every
+// term of the query, which is all BM25 asks of it.
+func TestDocTermsKeepsWhatRankingReads(t *testing.T) {
+	text := "the payment gateway timeout hit the payment gateway again, gateway payment"
+	terms, _ := indexTerms(text)
+	lit := row{terms: terms, msg: &message.Message{}}.indexed("acme", "t1")
+	for _, q := range []string{"payment gateway", `"payment gateway"`, "gateway timeout refund", "nothing here"} {
+		pq, err := fulltext.ParseQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep := map[string]string{}
+		for _, term := range pq.Terms {
+			for _, tok := range term.Tokens {
+				keep[tok] = tok
+			}
+		}
+		full, kept := docTerms(lit), docTermsOf([]byte(lit), keep)
+		if len(kept) != len(full) {
+			t.Errorf("%q: %d positions kept, %d in the document", q, len(kept), len(full))
+		}
+		for _, term := range pq.Terms {
+			if a, b := fulltext.PhraseCount(full, term.Tokens), fulltext.PhraseCount(kept, term.Tokens); a != b {
+				t.Errorf("%q: term %v counted %d times in what is kept, %d in the document", q, term.Tokens, b, a)
+			}
+		}
+		if got := pq.Rank([][]string{kept}, 10); len(got) != len(pq.Rank([][]string{full}, 10)) {
+			t.Errorf("%q: ranked differently", q)
+		}
+	}
+}
