@@ -86,9 +86,41 @@ type appendReq struct {
 	backend.GroupMember // its outcome, set by commitGroup
 }
 
-// appendStmts are the statements a group runs, prepared once per group.
+// appendStmts are the statements a group runs, prepared once on the
+// writer (the first group prepares them; groups run one at a time) and
+// bound to each group's transaction: parsing SQL on every commit was a
+// fifth of a lone writer's CPU.
 type appendStmts struct {
-	ins, fts, bump *sql.Stmt
+	ins, fts, bump, save, undo, release *sql.Stmt
+}
+
+// prepareAppend prepares the group's statements on the writer, once.
+func (s *Store) prepareAppend(ctx context.Context) error {
+	if s.stmts.ins != nil {
+		return nil
+	}
+	var st appendStmts
+	for _, p := range []struct {
+		to **sql.Stmt
+		q  string
+	}{
+		{&st.ins, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.fts, insertFTS},
+		{&st.bump, `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
+			WHERE tenant = ? AND id = ? AND last_seq = ?`},
+		{&st.save, `SAVEPOINT append`},
+		{&st.undo, `ROLLBACK TO append`},
+		{&st.release, `RELEASE append`},
+	} {
+		stmt, err := s.w.PrepareContext(ctx, p.q)
+		if err != nil {
+			return classify("append", err)
+		}
+		*p.to = stmt
+	}
+	s.stmts = st
+	return nil
 }
 
 // commitGroup writes every request of batch in one transaction: each in a
@@ -99,43 +131,16 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	// The transaction is the group's, not one caller's: no caller's
 	// cancellation may abort the others.
 	ctx := context.Background()
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var st appendStmts
-		var err error
-		if st.ins, err = tx.PrepareContext(ctx, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
-			return classify("append", err)
-		}
-		defer st.ins.Close()
-		if st.fts, err = tx.PrepareContext(ctx, insertFTS); err != nil {
-			return classify("append", err)
-		}
-		defer st.fts.Close()
-		if st.bump, err = tx.PrepareContext(ctx, `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
-			WHERE tenant = ? AND id = ? AND last_seq = ?`); err != nil {
-			return classify("append", err)
-		}
-		defer st.bump.Close()
-		if len(batch) == 1 {
-			// Alone: the request's error is the transaction's.
-			batch[0].Err = s.appendIn(ctx, tx, &st, batch[0])
-			return batch[0].Err
-		}
-		for _, r := range batch {
-			if _, err := tx.ExecContext(ctx, `SAVEPOINT append`); err != nil {
-				return classify("append", err)
+	err := s.prepareAppend(ctx)
+	if err == nil {
+		err = s.writeTx(ctx, func(tx *sql.Tx) error {
+			st := appendStmts{
+				ins: tx.StmtContext(ctx, s.stmts.ins), fts: tx.StmtContext(ctx, s.stmts.fts), bump: tx.StmtContext(ctx, s.stmts.bump),
+				save: tx.StmtContext(ctx, s.stmts.save), undo: tx.StmtContext(ctx, s.stmts.undo), release: tx.StmtContext(ctx, s.stmts.release),
 			}
-			if r.Err = s.appendIn(ctx, tx, &st, r); r.Err != nil {
-				if _, err := tx.ExecContext(ctx, `ROLLBACK TO append`); err != nil {
-					return classify("append", err)
-				}
-			}
-			if _, err := tx.ExecContext(ctx, `RELEASE append`); err != nil {
-				return classify("append", err)
-			}
-		}
-		return nil
-	})
+			return s.writeGroup(ctx, tx, &st, batch)
+		})
+	}
 	if err != nil {
 		for _, r := range batch {
 			if r.Err == nil {
@@ -143,6 +148,29 @@ func (s *Store) commitGroup(batch []*appendReq) {
 			}
 		}
 	}
+}
+
+// writeGroup writes batch in tx.
+func (s *Store) writeGroup(ctx context.Context, tx *sql.Tx, st *appendStmts, batch []*appendReq) error {
+	if len(batch) == 1 {
+		// Alone: the request's error is the transaction's.
+		batch[0].Err = s.appendIn(ctx, tx, st, batch[0])
+		return batch[0].Err
+	}
+	for _, r := range batch {
+		if _, err := st.save.ExecContext(ctx); err != nil {
+			return classify("append", err)
+		}
+		if r.Err = s.appendIn(ctx, tx, st, r); r.Err != nil {
+			if _, err := st.undo.ExecContext(ctx); err != nil {
+				return classify("append", err)
+			}
+		}
+		if _, err := st.release.ExecContext(ctx); err != nil {
+			return classify("append", err)
+		}
+	}
+	return nil
 }
 
 // appendIn checks r's expected last seq and writes its events in tx. The

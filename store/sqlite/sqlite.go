@@ -46,6 +46,7 @@ type Store struct {
 	w, r      *sql.DB
 	now       func() time.Time
 	group     backend.GroupCommit[*appendReq] // group commit of Appends (log.go)
+	stmts     appendStmts                     // the group commit's statements, prepared once (log.go)
 	closeOnce sync.Once
 	closeErr  error
 
