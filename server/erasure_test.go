@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/proxy"
 	"github.com/mnemehq/mneme/store"
 )
@@ -257,14 +258,38 @@ func TestRetention(t *testing.T) {
 			old, oldB, fresh := payloadString("oldthread"), payloadString("oldthreadb"), payloadString("freshthread")
 			writeThread(t, r, "key-a", "old", old)
 			writeThread(t, r, "key-b", "old-b", oldB)
+			// The old threads' last activity (background observations
+			// included, which may come later) is before idle or soon after.
 			time.Sleep(300 * time.Millisecond)
-			start := time.Now()
+			idle := time.Now()
 			writeThread(t, r, "key-a", "fresh", fresh)
+			// Sweeping threads idle for maxAge: the old threads become
+			// that old once the sweeper runs (their age grows, maxAge does
+			// not). The fresh one is kept active while the sweeper runs, a
+			// user message every 50 ms, far less than maxAge (the time its
+			// ten requests took), however slow the machine is.
+			maxAge := time.Since(idle)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			// Idle for longer than the time since start: old and old-b.
-			go func() { done <- r.m.RunRetention(ctx, time.Since(start)+150*time.Millisecond, 50*time.Millisecond) }()
-			deadline := time.Now().Add(10 * time.Second)
+			go func() { done <- r.m.RunRetention(ctx, maxAge, 50*time.Millisecond) }()
+			alive := make(chan error, 1)
+			go func() {
+				tick := time.NewTicker(50 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						alive <- nil
+						return
+					case <-tick.C:
+						if _, err := r.m.Thread("tenant-a", "fresh").Append(ctx, message.NewText(message.User, "still here")); err != nil && ctx.Err() == nil {
+							alive <- err
+							return
+						}
+					}
+				}
+			}()
+			deadline := time.Now().Add(30 * time.Second)
 			for r.searchFinds(t, "tenant-a", old) || r.searchFinds(t, "tenant-b", oldB) {
 				if time.Now().After(deadline) {
 					t.Fatal("the sweeper did not delete the idle threads")
@@ -280,6 +305,9 @@ func TestRetention(t *testing.T) {
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatalf("RunRetention: %v", err)
+			}
+			if err := <-alive; err != nil {
+				t.Fatalf("keeping the fresh thread active: %v", err)
 			}
 			if !r.searchFinds(t, "tenant-a", fresh) {
 				t.Error("the sweeper deleted a thread active within the period")
