@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -92,6 +93,12 @@ func (c *conversation) reply(body []byte) error {
 var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
 
 func do(url, thread string, body []byte) ([]byte, time.Duration, error) {
+	b, d, _, err := doH(url, thread, body)
+	return b, d, err
+}
+
+// doH is do returning the response's headers too.
+func doH(url, thread string, body []byte) ([]byte, time.Duration, http.Header, error) {
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if thread != "" {
@@ -100,7 +107,7 @@ func do(url, thread string, body []byte) ([]byte, time.Duration, error) {
 	start := time.Now()
 	resp, err := benchClient.Do(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -108,7 +115,7 @@ func do(url, thread string, body []byte) ([]byte, time.Duration, error) {
 	if err == nil && resp.StatusCode != 200 {
 		err = fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
-	return b, d, err
+	return b, d, resp.Header, err
 }
 
 func percentile(ds []time.Duration, p float64) float64 {
@@ -131,6 +138,12 @@ func benchStores(b *testing.B) []struct{ name, dsn string } {
 // after each request, and reports the overhead beyond one fsync: the
 // proxy's bar is p50 ≤ 1 ms over direct on memory, ≤ 1 ms plus one fsync
 // on SQLite.
+//
+// The tail is taken apart by what each proxied request did: the first
+// request of a thread (its whole history appended and counted), a
+// compaction (X-Mneme-Compacted), a garbage collection that ended during
+// the request, or none of these (steady): each class's p99 overhead over
+// the direct request of the same body, and its share of requests.
 func BenchmarkProxyLatency(b *testing.B) {
 	for _, st := range benchStores(b) {
 		for _, base := range []int{48, 490} {
@@ -150,20 +163,36 @@ func BenchmarkProxyLatency(b *testing.B) {
 				conv := conversation{base: base}
 				msgs := 0
 				page := make([]byte, 4096)
+				classes := map[string][]time.Duration{} // overhead by what the request did
+				var ms runtime.MemStats
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
+					first := conv.turn%cycleTurns == 0
 					body := conv.next()
 					msgs += len(conv.msgs)
-					if _, d, err := do(direct, "", body); err != nil {
+					_, d0, err := do(direct, "", body)
+					if err != nil {
 						b.Fatal(err)
-					} else {
-						dd = append(dd, d)
 					}
-					rb, d, err := do(proxied, conv.thread, body)
+					dd = append(dd, d0)
+					runtime.ReadMemStats(&ms)
+					gcs := ms.NumGC
+					rb, d, hdr, err := doH(proxied, conv.thread, body)
 					if err != nil {
 						b.Fatal(err)
 					}
 					dp = append(dp, d)
+					runtime.ReadMemStats(&ms)
+					class := "steady"
+					switch {
+					case first:
+						class = "first"
+					case hdr.Get(proxy.HeaderCompacted) == "true":
+						class = "compacted"
+					case ms.NumGC != gcs:
+						class = "gc"
+					}
+					classes[class] = append(classes[class], d-d0)
 					if err := conv.reply(rb); err != nil {
 						b.Fatal(err)
 					}
@@ -190,6 +219,12 @@ func BenchmarkProxyLatency(b *testing.B) {
 				b.ReportMetric(p50/d50, "p50-ratio")
 				b.ReportMetric(p99/d99, "p99-ratio")
 				b.ReportMetric(float64(msgs)/float64(b.N), "msgs/req")
+				for _, c := range []string{"steady", "first", "compacted", "gc"} {
+					if ds := classes[c]; len(ds) > 0 {
+						b.ReportMetric(percentile(ds, 0.99), c+"-overhead-p99-µs")
+						b.ReportMetric(float64(len(ds))/float64(b.N), c+"-share")
+					}
+				}
 				if len(df) > 0 {
 					f50 := percentile(df, 0.5)
 					b.ReportMetric(f50, "fsync-p50-µs")
