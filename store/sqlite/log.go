@@ -25,6 +25,7 @@ type prepared struct {
 	json  sql.NullString
 	plain string // the archive's index terms (fulltext.IndexBody)
 	data  sql.NullString
+	tool  sql.NullString // a tool result's tool (resolveTools)
 }
 
 // Append implements store.Log. Concurrent appends share one IMMEDIATE
@@ -57,6 +58,9 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 			req.tokens += int64(p.ev.Tokens)
 		}
 	}
+	// Tool names too: read from what is committed up to after (which the
+	// caller has seen), on a reader, not in the writer's transaction.
+	s.resolveTools(ctx, tenant, thread, after, req.ps)
 	if err := s.group.Do(req, s.commitGroup); err != nil {
 		return nil, err
 	}
@@ -212,14 +216,11 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 		}
 		return fmt.Errorf("%w: last seq is %d, not %d", store.ErrConflict, last, r.after)
 	}
-	for i, p := range ps {
+	for _, p := range ps {
 		var role, tool sql.NullString
 		if p.msg != nil {
 			role = sql.NullString{String: string(p.msg.Role), Valid: true}
-			name := backend.ToolOf(*p.msg, func(id string) string {
-				return s.findCall(ctx, tx, r.tenant, r.thread, r.after, ps[:i], id)
-			})
-			tool = sql.NullString{String: name, Valid: name != ""}
+			tool = p.tool
 		}
 		ref := sql.NullString{String: p.ev.Ref, Valid: p.ev.Ref != ""}
 		res, err := st.ins.ExecContext(ctx, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
@@ -282,10 +283,25 @@ func prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
 	return p, nil
 }
 
+// resolveTools names the tool of each nameless tool result in ps: from the
+// call in ps before it, or in the thread's log up to seq after.
+func (s *Store) resolveTools(ctx context.Context, tenant, thread string, after int64, ps []prepared) {
+	for i := range ps {
+		p := &ps[i]
+		if p.msg == nil {
+			continue
+		}
+		name := backend.ToolOf(*p.msg, func(id string) string {
+			return s.findCall(ctx, tenant, thread, after, ps[:i], id)
+		})
+		p.tool = sql.NullString{String: name, Valid: name != ""}
+	}
+}
+
 // findCall finds the name of tool call callID: first in the batch being
 // appended (newest first), then among the thread's recent assistant
 // messages, pre-filtered by the call id's JSON spelling.
-func (s *Store) findCall(ctx context.Context, tx *sql.Tx, tenant, thread string, after int64, batch []prepared, callID string) string {
+func (s *Store) findCall(ctx context.Context, tenant, thread string, after int64, batch []prepared, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := batch[i].msg; m != nil {
 			if n := backend.CallName(*m, callID); n != "" {
@@ -293,9 +309,9 @@ func (s *Store) findCall(ctx context.Context, tx *sql.Tx, tenant, thread string,
 			}
 		}
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT message FROM events
-		WHERE tenant = ? AND thread = ? AND seq > ? AND role = 'assistant' AND instr(message, ?) > 0
-		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, backend.CallNeedle(callID))
+	rows, err := s.r.QueryContext(ctx, `SELECT message FROM events
+		WHERE tenant = ? AND thread = ? AND seq > ? AND seq <= ? AND role = 'assistant' AND instr(message, ?) > 0
+		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, after, backend.CallNeedle(callID))
 	if err != nil {
 		return ""
 	}
