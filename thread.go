@@ -648,6 +648,17 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 		return nil, nil // another replica compacts this thread
 	}
 	defer release()
+	if len(ts.pending) > 0 {
+		// A deferred request is written before the summarizer is called:
+		// had another process written the thread meanwhile, the request
+		// would be dropped at the compaction's append, its observation
+		// with it, and the compaction point summarized again when the
+		// request is placed again. Now the conflict comes first, before
+		// any model call, and the caller compares against the log again.
+		if _, err := t.appendEvents(ctx, ts, nil, nil); err != nil {
+			return nil, err
+		}
+	}
 	buffered := false
 	var memo *window.CompactedData
 	plan := func() ([]store.Event, *window.Plan, error) {
