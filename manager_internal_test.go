@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/inmem"
+	"github.com/mnemehq/mneme/window"
 )
 
 // BenchmarkEngineLockHold20k measures the longest hold of the Engine's
@@ -126,4 +129,79 @@ func TestOneRetryLoopPerConflict(t *testing.T) {
 	if n := cs.appends.Load(); n != retryConflicts+1 {
 		t.Fatalf("Append made %d attempts, want %d (one loop)", n, retryConflicts+1)
 	}
+}
+
+// The state a caller holds is the thread's one cached state, checked by
+// identity: inside every Inspect, under the Engine's lock, the cache's
+// entry for the thread is the state whose window f was given. Appends,
+// deletes and inspections run concurrently on a cache of 2 for 6 threads;
+// the test also requires that states were evicted and rebuilt (more than
+// one state seen per thread over the run), or it would prove nothing.
+// Run with -race.
+func TestHeldStateIsTheCachedOne(t *testing.T) {
+	ctx := context.Background()
+	m, err := Open(ctx, Config{Store: inmem.New(), MaxThreads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const threads, workers, rounds = 6, 12, 150
+	var mu sync.Mutex
+	seen := map[threadKey]map[*threadState]bool{}
+	var mismatches atomic.Int32
+	var g errgroup.Group
+	for w := 0; w < workers; w++ {
+		g.Go(func() error {
+			for i := 0; i < rounds; i++ {
+				k := threadKey{"default", fmt.Sprintf("t%d", (w*7+i/2)%threads)}
+				th := m.Thread(k.tenant, k.id)
+				switch (w + i) % 4 {
+				case 0:
+					if err := th.Delete(ctx); err != nil && !errors.Is(err, store.ErrNotFound) {
+						return err
+					}
+				case 1, 2:
+					if _, err := th.Append(ctx, message.NewText(message.User, fmt.Sprintf("w%d i%d", w, i))); err != nil {
+						return err
+					}
+				default:
+					err := th.Inspect(ctx, func(st *window.State) error {
+						m.mu.Lock()
+						ts := m.threads[k]
+						ok := ts != nil && ts.pins > 0 && ts.st == st
+						m.mu.Unlock()
+						if !ok {
+							mismatches.Add(1)
+							return nil
+						}
+						mu.Lock()
+						if seen[k] == nil {
+							seen[k] = map[*threadState]bool{}
+						}
+						seen[k][ts] = true
+						mu.Unlock()
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n := mismatches.Load(); n > 0 {
+		t.Fatalf("%d inspections held a state that was not the thread's cached one", n)
+	}
+	rebuilt := 0
+	for _, states := range seen {
+		rebuilt += len(states) - 1
+	}
+	if rebuilt == 0 {
+		t.Fatal("no state was evicted and rebuilt: the test exercised no eviction")
+	}
+	t.Logf("%d threads inspected, %d states evicted and rebuilt in between", len(seen), rebuilt)
 }
