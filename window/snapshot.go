@@ -18,7 +18,7 @@ import (
 // what Apply builds changes (a new field, another rendering of a form, a
 // different count): a snapshot of another version is refused and the state
 // rebuilt from the log, which stays the definition (I7).
-const SnapshotVersion = 1
+const SnapshotVersion = 2
 
 // ErrSnapshotVersion: the snapshot was written by another SnapshotVersion.
 var ErrSnapshotVersion = errors.New("window: snapshot of another version")
@@ -44,16 +44,16 @@ type Snapshot struct {
 	// Out is the rendered window when it is not what rebuildOut renders
 	// from the items (nil when it is, which is the rule).
 	Out []message.Message `json:"out,omitempty"`
-	// Calls are the calls seen, by tool name (sorted ids): every call of
-	// the log, so the one part that grows with it, kept compact.
-	Calls         map[string][]string `json:"calls,omitempty"`
-	Pending       []string            `json:"pending,omitempty"`
-	Messages      int64               `json:"messages"`
-	ThreadTokens  int64               `json:"thread_tokens"`
-	Dropped       []string            `json:"dropped,omitempty"`
-	Compactions   int                 `json:"compactions,omitempty"`
-	Reflections   int                 `json:"reflections,omitempty"`
-	LastCompacted int64               `json:"last_compacted,omitempty"`
+	// The calls a result can still pair with are those of the items above
+	// (State.calls): Restore indexes them again, nothing of the log's
+	// length is kept. Version 1 held every call of the log here.
+	Pending       []string `json:"pending,omitempty"`
+	Messages      int64    `json:"messages"`
+	ThreadTokens  int64    `json:"thread_tokens"`
+	Dropped       []string `json:"dropped,omitempty"`
+	Compactions   int      `json:"compactions,omitempty"`
+	Reflections   int      `json:"reflections,omitempty"`
+	LastCompacted int64    `json:"last_compacted,omitempty"`
 
 	head, tail []Item            // the copies Encode reads
 	out        []message.Message // the rendered window as taken
@@ -83,16 +83,13 @@ func (s *State) Snapshot() *Snapshot {
 		V: SnapshotVersion, Policy: s.policy, Budget: s.budget, LastSeq: s.lastSeq,
 		HeadDone: s.headDone, Blocks: append([]Block(nil), s.blocks...),
 		HeadTok: s.headTok, MemTok: s.memTok, TailTok: s.tailTok, MemStale: s.memStale, Injected: s.injected,
-		Calls: map[string][]string{}, Messages: s.messages, ThreadTokens: s.threadTokens,
+		Messages: s.messages, ThreadTokens: s.threadTokens,
 		Dropped: append([]string(nil), s.dropped...), Compactions: s.compactions, Reflections: s.reflections,
 		LastCompacted: s.lastCompacted,
 	}
 	if s.memMsg != nil {
 		m := *s.memMsg
 		sn.MemMsg = &m
-	}
-	for id, tool := range s.calls {
-		sn.Calls[tool] = append(sn.Calls[tool], id)
 	}
 	for id := range s.pending {
 		sn.Pending = append(sn.Pending, id)
@@ -118,9 +115,6 @@ func (s *State) Snapshot() *Snapshot {
 // the State moves on.
 func (sn *Snapshot) Encode() ([]byte, error) {
 	sn.Head, sn.Tail = encodeItems(sn.head), encodeItems(sn.tail)
-	for _, ids := range sn.Calls {
-		slices.Sort(ids)
-	}
 	sn.Out = nil
 	if !sameMessages(sn.out, render(ptrs(sn.head), sn.MemMsg, ptrs(sn.tail))) {
 		sn.Out = sn.out
@@ -171,11 +165,6 @@ func Restore(data []byte, sz Sizer) (*State, error) {
 	s.memMsg = sn.MemMsg
 	s.messages, s.threadTokens, s.dropped = sn.Messages, sn.ThreadTokens, sn.Dropped
 	s.compactions, s.reflections, s.lastCompacted = sn.Compactions, sn.Reflections, sn.LastCompacted
-	for tool, ids := range sn.Calls {
-		for _, id := range ids {
-			s.calls[id] = tool
-		}
-	}
 	for _, id := range sn.Pending {
 		s.pending[id] = true
 	}
@@ -188,6 +177,7 @@ func Restore(data []byte, sz Sizer) (*State, error) {
 	for _, it := range s.tail {
 		s.bySeq[it.Seq] = it
 	}
+	s.indexCalls()
 	if sn.Out != nil {
 		s.out = sn.Out
 	} else {

@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/mnemehq/mneme/message"
 )
 
 // TestSnapshotRestoreIsReplay cuts random sessions (compactions, masking,
@@ -39,6 +44,11 @@ func TestSnapshotRestoreIsReplay(t *testing.T) {
 			}
 			if !bytes.Equal(windowBytes(t, d, got), wantWin) {
 				t.Fatalf("seed %d cut %d: window after restore differs from replay", seed, cut)
+			}
+			// The calls a result can pair with are not in the encoding:
+			// Restore indexes them again, and must find what replay has.
+			if !reflect.DeepEqual(got.calls, pure.calls) || !reflect.DeepEqual(got.pending, pure.pending) {
+				t.Fatalf("seed %d cut %d: calls after restore differ from replay", seed, cut)
 			}
 		}
 	}
@@ -116,4 +126,80 @@ func TestSnapshotRefused(t *testing.T) {
 			t.Errorf("%s: Restore = %v, %v", name, st, err)
 		}
 	}
+}
+
+// TestSnapshotIsWindowSized: the snapshot of a long session that compacted
+// many times holds nothing of the calls that left the window (version 1
+// held every call id of the log, so a cold start grew with it), and a
+// result arriving for such a call afterwards is an orphan, left out of the
+// window (I4) alike by replay and by a restored snapshot.
+func TestSnapshotIsWindowSized(t *testing.T) {
+	d := newDriver(t, DefaultPolicy(), 12000)
+	d.add(message.NewText(message.System, "You are a coding agent."), message.NewText(message.User, "Goal: fix INV-4401"))
+	for i := range 400 {
+		if i%5 == 0 {
+			d.add(message.NewText(message.User, fmt.Sprintf("now step %d", i)))
+		}
+		id := fmt.Sprintf("call_%d", i)
+		d.add(message.NewToolCalls("", message.Part{ToolCallID: id, ToolName: "grep", Arguments: `{"q":"x"}`}),
+			message.NewToolResult(id, strings.Repeat(fmt.Sprintf("match %d\n", i), 40)))
+		if _, err := d.window(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d.comps < 5 {
+		t.Fatalf("%d compactions: the test needs many", d.comps)
+	}
+	data, err := d.st.Snapshot().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forms := d.st.FormsOf()
+	var covered []string
+	for _, ev := range d.log {
+		if ev.Message == nil || forms[ev.Seq] != Covered {
+			continue
+		}
+		for _, c := range ev.Message.ToolCalls() {
+			covered = append(covered, c.ToolCallID)
+			if bytes.Contains(data, []byte(fmt.Sprintf("%q", c.ToolCallID))) {
+				t.Fatalf("the snapshot names call %s, which left the window at seq %d", c.ToolCallID, ev.Seq)
+			}
+		}
+	}
+	if len(covered) < 100 {
+		t.Fatalf("%d covered calls: the test would not cover the log's growth", len(covered))
+	}
+	if len(d.st.calls) >= len(covered) {
+		t.Fatalf("the state indexes %d calls, more than the %d that left the window", len(d.st.calls), len(covered))
+	}
+
+	restored, err := Restore(data, charSizer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := message.NewToolResult(covered[0], "an orphan now: a result long after its call was compacted")
+	d.add(late)
+	if err := restored.Apply(d.log[len(d.log)-1]); err != nil {
+		t.Fatal(err)
+	}
+	pure := replay(t, d, 0, nil)
+	for name, st := range map[string]*State{"replay": pure, "restored": restored} {
+		if f := st.FormsOf()[int64(len(d.log))]; f != Dropped {
+			t.Errorf("%s: a result to a compacted call is %s, want %s", name, f, Dropped)
+		}
+	}
+	// Window first: it counts the memory block, which the restored state
+	// had counted already and replay had not.
+	if !bytes.Equal(windowBytes(t, d, restored), windowBytes(t, d, pure)) {
+		t.Fatal("after a late result, the restored window differs from replay")
+	}
+	if !bytes.Equal(stateBytes(t, restored), stateBytes(t, pure)) {
+		t.Fatal("after a late result, the restored state differs from replay")
+	}
+	w, err := d.st.Build(d.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, d, w)
 }

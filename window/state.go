@@ -135,9 +135,13 @@ type State struct {
 	// the repair suffix); only ever appended to between compactions.
 	out []message.Message
 
-	calls   map[string]string // every call id seen -> tool name
-	pending map[string]bool   // calls in the tail still waiting for a result
-	bySeq   map[int64]*Item   // tail items by seq
+	// calls maps the id of every call made by an item of the head or the
+	// tail to its tool name: what a result can still pair with. A call
+	// that left the window (covered) is forgotten, so a late result to it
+	// is an orphan (I4) and the map, like the snapshot, is O(window).
+	calls   map[string]string
+	pending map[string]bool // calls in the tail still waiting for a result
+	bySeq   map[int64]*Item // tail items by seq
 
 	// accounting
 	messages      int64 // message events applied
@@ -352,6 +356,18 @@ func (s *State) noteCalls(m *message.Message) {
 	}
 }
 
+// indexCalls rebuilds calls from the items of the head and the tail, in
+// seq order (a repeated id keeps its last tool name, as applying does).
+func (s *State) indexCalls() {
+	clear(s.calls)
+	for _, it := range s.head {
+		s.noteCalls(it.Msg)
+	}
+	for _, it := range s.tail {
+		s.noteCalls(it.Msg)
+	}
+}
+
 // resolveResults pairs a message's tool results with known calls. It returns
 // the message to show (nil if nothing is left once orphan results are
 // removed), how many orphans it removed, and the tool names answered.
@@ -432,6 +448,7 @@ func (s *State) applyCompacted(seq int64, d CompactedData) {
 		keep = append(keep, it)
 	}
 	s.tail = keep
+	s.indexCalls()
 	s.blocks = append(s.blocks, Block{EventSeq: seq, Kind: d.Strategy, From: d.From, To: d.To, Text: d.Text})
 	s.rebuildMemory()
 	s.rebuildOut()
