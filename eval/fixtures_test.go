@@ -171,8 +171,9 @@ func TestContextManagerImport(t *testing.T) {
 }
 
 // TestContextManagerRealFixtures: the peer library's own six fixtures, read
-// unchanged from ../shared/data, load and run: their tool messages carry a
-// tool name and no call id, and each becomes a paired call and result.
+// unchanged from ../shared/data, load, run and pass every check: their tool
+// messages carry a tool name and no call id, and each becomes a paired call
+// and result.
 func TestContextManagerRealFixtures(t *testing.T) {
 	fs, errs := Load("../../shared/data/context-manager-fixtures")
 	for _, err := range errs {
@@ -207,7 +208,14 @@ func TestContextManagerRealFixtures(t *testing.T) {
 		if r.OK() {
 			passed++
 		}
+		for _, c := range r.Checks {
+			if !c.Pass {
+				t.Errorf("%s: %s: %s", f.Name, c.Check, c.Detail)
+			}
+		}
 		t.Logf("%s: %d/%d checks", f.Name, r.Passed, r.Total)
 	}
-	t.Logf("%d of 6 fixtures pass every check", passed)
+	if passed != 6 {
+		t.Errorf("%d of 6 fixtures pass every check", passed)
+	}
 }

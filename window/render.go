@@ -181,6 +181,7 @@ func catalogueLine(b *strings.Builder, turns [][]*Item) {
 	counts := map[string]int{}
 	results := map[string][]string{} // tool -> refs of its results
 	names := map[string]string{}     // call id -> tool
+	latest := map[string]string{}    // tool -> first line of its latest result
 	var order []string
 	for _, turn := range turns {
 		for _, it := range turn {
@@ -202,6 +203,9 @@ func catalogueLine(b *strings.Builder, turns [][]*Item) {
 					if t, ok := names[p.ToolCallID]; ok {
 						if rs := results[t]; len(rs) == 0 || rs[len(rs)-1] != it.Ref {
 							results[t] = append(rs, it.Ref)
+						}
+						if l := firstLine(partText(p.Content), maxResultPreview); l != "" {
+							latest[t] = l
 						}
 					}
 				}
@@ -236,12 +240,20 @@ func catalogueLine(b *strings.Builder, turns [][]*Item) {
 				}
 				b.WriteByte(')')
 			}
+			if l := latest[t]; l != "" {
+				// The latest result's first line: what the tool last
+				// reported stays readable in the window, not only its ref.
+				fmt.Fprintf(b, " → %q", l)
+			}
 		}
 	}
 }
 
 // maxCatalogueRefs: result refs named per tool on one catalogue line.
 const maxCatalogueRefs = 3
+
+// maxResultPreview: runes of a tool's latest result quoted on its line.
+const maxResultPreview = 80
 
 // UnavailableResult is the text of a synthetic result for a dangling call.
 const UnavailableResult = "[mneme: the result of this tool call is unavailable]"
