@@ -250,17 +250,17 @@ func TestFaultDiskFull(t *testing.T) {
 		p = startServe(t, "full", "--store", "sqlite:"+filepath.Join(dir, "m.db"), "--openai-upstream", m.upstream(), "--log-format", "json")
 	}
 	all := newFaultTally()
-	acked := map[string]bool{}
+	acked := map[string][]int{}                 // thread → the i of each acknowledged request
 	big := strings.Repeat("disk filler ", 2000) // ≈24 KB a message
 	for i := 0; i < 120; i++ {
-		text := fmt.Sprintf("%d %s", i, big)
-		st, hdr, body, err := chat(p.url(), fmt.Sprintf("full-%d", i%4), text)
+		th := fmt.Sprintf("full-%d", i%4)
+		st, hdr, body, err := chat(p.url(), th, fmt.Sprintf("%d %s", i, big))
 		if err != nil {
 			t.Fatal(err)
 		}
 		all.add(st, body)
 		if st == 200 {
-			acked[fmt.Sprintf("full-%d", i%4)] = true
+			acked[th] = append(acked[th], i)
 		}
 		if st >= 500 && st != http.StatusServiceUnavailable {
 			t.Errorf("a full disk answered %d: %s", st, body)
@@ -275,18 +275,81 @@ func TestFaultDiskFull(t *testing.T) {
 	if all.counts[503] == 0 {
 		t.Errorf("the disk never filled: %s", all)
 	}
-	// Counted acknowledgements are checked by the crash harness; here the
-	// server must come back on the full disk and serve what it has.
+	if all.counts[200] == 0 {
+		t.Fatalf("nothing was acknowledged before the disk filled: %s", all)
+	}
+	// Every acknowledged request is in the log after a restart (SIGKILL):
+	// on the full disk if the server comes back there, else once the disk
+	// has room again (the tmpfs grown), where it must come back.
 	p.kill()
 	if err := p.restart(); err != nil {
 		t.Logf("restart on the full disk: %v", err)
-		return
-	}
-	for th := range acked {
-		if threadMessages(t, p.url(), th) == 0 {
-			t.Errorf("thread %s lost its acknowledged messages", th)
+		if how != "tmpfs size=1m" {
+			t.Fatalf("restart under the file-size limit: %v", err)
+		}
+		if out, err := exec.Command("mount", "-o", "remount,size=16m", dir).CombinedOutput(); err != nil {
+			t.Fatalf("grow the tmpfs: %v %s", err, out)
+		}
+		if err := p.restart(); err != nil {
+			t.Fatalf("restart with room on the disk: %v", err)
 		}
 	}
+	lost := 0
+	for th, is := range acked {
+		users := map[string]int{}
+		for _, text := range userTexts(t, exportThread(t, p.url(), th)) {
+			users[text]++
+		}
+		for _, i := range is {
+			if n := users[fmt.Sprintf("%d %s", i, big)]; n != 1 {
+				t.Errorf("thread %s: acknowledged request %d is in the log %d times after the restart", th, i, n)
+				lost++
+			}
+		}
+	}
+	t.Logf("after a SIGKILL and a restart: %d acknowledged requests checked by content in %d threads, %d lost or duplicated", all.counts[200], len(acked), lost)
+}
+
+// userTexts returns the text of each user message in an export, in order.
+func userTexts(t *testing.T, export string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(export), "\n") {
+		var l struct {
+			Kind    string          `json:"kind"`
+			Message json.RawMessage `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("export line %q: %v", line, err)
+		}
+		if len(l.Message) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(l.Message, &m); err != nil {
+			t.Fatalf("export message %s: %v", l.Message, err)
+		}
+		if m["role"] == "user" {
+			out = append(out, flatText(m["content"]))
+		}
+	}
+	return out
+}
+
+// exportThread returns a thread's whole log as GET /api/threads/{id}/export
+// gives it (JSONL).
+func exportThread(t *testing.T, base, thread string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/api/threads/" + thread + "/export")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("export %s: %d %s", thread, resp.StatusCode, b)
+	}
+	return string(b)
 }
 
 // startServeUnder starts `mneme serve` through sh with a prefix command
@@ -350,6 +413,124 @@ func TestFaultReadOnly(t *testing.T) {
 	}
 }
 
+// TestFaultReadOnlyFile: the database file itself is read-only (mode
+// 0444) on a writable file system. SQLite then opens it read-only without
+// a word, so the server starts; it must say so: /healthz 503, every write
+// 503 with Retry-After and a request id, none acknowledged, and after the
+// file is writable again and the server restarted the thread holds what it
+// held before, nothing more. Root writes through a file's mode, so as root
+// the server runs as nobody (setpriv).
+func TestFaultReadOnlyFile(t *testing.T) {
+	dir, err := os.MkdirTemp("", "mneme-rofile-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	db := filepath.Join(dir, "m.db")
+	var p *serveProc
+	m := startModel(t)
+	args := []string{"--store", "sqlite:" + db, "--openai-upstream", m.upstream(), "--log-format", "json"}
+	how := "mode 0444"
+	if os.Geteuid() == 0 {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("running as root without setpriv: a file's mode does not stop root's writes, and there is no way here to run the server as another user")
+		}
+		// nobody must reach the binary and the directory.
+		bin := filepath.Join(dir, "mneme")
+		b, err := os.ReadFile(mnemeBin(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		how = "mode 0444, the server run as nobody (setpriv)"
+		p = startServeWrapped(t, "rofile", setpriv+" --reuid=65534 --regid=65534 --clear-groups "+bin, args...)
+	} else {
+		p = startServe(t, "rofile", args...)
+	}
+	if st, _, body, err := chat(p.url(), "rofile", "before"); err != nil || st != 200 {
+		t.Fatalf("before: %d %v %s", st, err, body)
+	}
+	held := threadMessages(t, p.url(), "rofile")
+	p.stop()
+	for _, f := range []string{db, db + "-wal", db + "-shm"} {
+		if err := os.Chmod(f, 0o444); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	p.anyHealth = true // started on a read-only file, it may say so on /healthz
+	err = p.restart()
+	p.anyHealth = false
+	if err != nil {
+		t.Logf("read-only file (%s): the server refuses to start: %v", how, err)
+		if !strings.Contains(err.Error(), "read-only") && !strings.Contains(err.Error(), "readonly") && !strings.Contains(err.Error(), "not writable") {
+			t.Errorf("the refusal does not say the file is read-only: %v", err)
+		}
+		return
+	}
+	resp, err := http.Get(p.url() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	writes := newFaultTally()
+	for i := 0; i < 10; i++ {
+		st, hdr, body, err := chat(p.url(), "rofile", fmt.Sprintf("after %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes.add(st, body)
+		if st == http.StatusServiceUnavailable && hdr.Get("Retry-After") == "" {
+			t.Errorf("503 without Retry-After")
+		}
+		check5xx(t, p, st, hdr, body, db)
+	}
+	t.Logf("read-only file (%s): /healthz %d %s; writes %s; 503 body %s", how, resp.StatusCode, strings.TrimSpace(string(hb)), writes, writes.bodies[503])
+	t.Logf("log: %d lines name the read-only database, e.g. %s", len(p.logLines("readonly"))+len(p.logLines("read-only")), first(append(p.logLines("read-only"), p.logLines("readonly")...)))
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/healthz on a read-only database file: %d %s, want 503", resp.StatusCode, hb)
+	}
+	if writes.counts[200] > 0 {
+		t.Errorf("%d writes acknowledged on a read-only database file", writes.counts[200])
+	}
+	if writes.counts[503] != 10 {
+		t.Errorf("writes on a read-only database file: %s, want 10×503", writes)
+	}
+	p.stop()
+	for _, f := range []string{db, db + "-wal", db + "-shm"} {
+		if err := os.Chmod(f, 0o644); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := p.restart(); err != nil {
+		t.Fatal(err)
+	}
+	if n := threadMessages(t, p.url(), "rofile"); n != held {
+		t.Errorf("after the file was writable again the thread holds %d messages, %d before it was read-only", n, held)
+	}
+}
+
+// startServeWrapped starts `mneme serve` through sh as `exec WRAPPED
+// serve ...`: wrapped is the command line that runs the binary (setpriv
+// ... BIN).
+func startServeWrapped(t *testing.T, name, wrapped string, args ...string) *serveProc {
+	sh := filepath.Join(t.TempDir(), "mneme")
+	if err := os.WriteFile(sh, []byte("#!/bin/sh\nexec "+wrapped+` "$@"`+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mnemeBin(t) // built (or MNEME_BIN resolved) before binPath is swapped
+	old := binPath
+	binPath = sh
+	defer func() { binPath = old }()
+	return startServe(t, name, args...)
+}
+
 // TestFaultHungUpstream100: 100 clients against an upstream that never
 // answers, tenant limit 64, upstream timeout 2 s: 64 get 504 (with a
 // request id, no URL), 36 get 429 at once, and the limit held whatever the
@@ -367,7 +548,7 @@ func TestFaultHungUpstream100(t *testing.T) {
 	defer up.Close()
 	defer close(release)
 	p := startServe(t, "hung", "--store", "sqlite:"+filepath.Join(t.TempDir(), "m.db"), "--openai-upstream", up.URL, "--upstream-timeout", "2s", "--log-format", "json")
-	all := newFaultTally()
+	all, posts, streams := newFaultTally(), newFaultTally(), newFaultTally()
 	var wg sync.WaitGroup
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
@@ -394,11 +575,16 @@ func TestFaultHungUpstream100(t *testing.T) {
 				return
 			}
 			all.add(st, body)
+			if i%2 == 0 {
+				posts.add(st, body)
+			} else {
+				streams.add(st, body)
+			}
 			check5xx(t, p, st, hdr, body, up.URL, strings.TrimPrefix(up.URL, "http://"))
 		}()
 	}
 	wg.Wait()
-	t.Logf("hung upstream, 100 clients: %s; upstream reached %d times; 504 body %s", all, len(reached), all.bodies[504])
+	t.Logf("hung upstream, 100 clients: %s (50 POST /v1/chat/completions: %s; 50 GET /v1/models with Accept: text/event-stream: %s); upstream reached %d times; 504 body %s; 429 body %s", all, posts, streams, len(reached), all.bodies[504], all.bodies[429])
 	t.Logf("log: %d lines with status 504, e.g. %s", len(p.logLines(`"status":504`)), first(p.logLines(`"status":504`)))
 	if len(reached) > 64 {
 		t.Errorf("%d requests reached the upstream past the limit of 64", len(reached))

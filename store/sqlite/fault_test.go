@@ -92,3 +92,41 @@ func TestDiskFullIsUnavailable(t *testing.T) {
 		t.Fatalf("append on a full database: %v, want ErrUnavailable", err)
 	}
 }
+
+// A database file that is not writable when opened (mode 0444: SQLite
+// opens it read-only without a word) fails the health check, and writes
+// answer store.ErrUnavailable. Root writes through a file's mode, so as
+// root the e2e test TestFaultReadOnlyFile runs the server as nobody.
+func TestReadOnlyFileFailsHealth(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root writes through a file's mode: covered by e2e TestFaultReadOnlyFile (server run as nobody)")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "m.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "default", "t", 0, msgEvent("before")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Health(ctx); err != nil {
+		t.Fatalf("health of a writable file: %v", err)
+	}
+	s.Close()
+	if err := os.Chmod(path, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Logf("open of a read-only file refused: %v", err)
+		return
+	}
+	defer s.Close()
+	if err := s.Health(ctx); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("health of a read-only file: %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Append(ctx, "default", "t", 1, msgEvent("after")); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("append to a read-only file: %v, want ErrUnavailable", err)
+	}
+}

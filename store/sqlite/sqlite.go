@@ -54,6 +54,10 @@ type Store struct {
 	// that the file at path is still that one (see checkFile).
 	path string
 	file os.FileInfo
+	// readOnly is set when the file was not writable at open: SQLite then
+	// opens it read-only without a word and every write fails, so the
+	// health check must say so.
+	readOnly bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -114,6 +118,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	st := &Store{w: w, r: r, now: time.Now, path: path}
 	if fi, err := os.Stat(path); err == nil { // not for special names such as :memory:
 		st.file = fi
+		st.readOnly = !writable(path)
 	}
 	return st, nil
 }
@@ -144,10 +149,14 @@ func whyNotWritable(path string) string {
 var _ store.HealthChecker = (*Store)(nil)
 
 // Health reports whether the store can take writes: the database file is
-// still the one opened, and the writer answers.
+// still the one opened, it was writable when opened, and the writer
+// answers.
 func (s *Store) Health(ctx context.Context) error {
 	if err := s.checkFile(); err != nil {
 		return err
+	}
+	if s.readOnly {
+		return fmt.Errorf("%w: sqlite: the database file %s is read-only (it was not writable when opened)", store.ErrUnavailable, s.path)
 	}
 	if err := s.w.PingContext(ctx); err != nil {
 		return classify("ping", err)
