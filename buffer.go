@@ -148,7 +148,13 @@ func (t *Thread) activateBuffer(ctx context.Context, ts *threadState, req window
 		ts.buf.chunks = nil // stale: the log moved past them
 		return nil
 	}
-	planEnd := len(p.Leaving)
+	// A plan that keeps the current request live inside its range (the
+	// turn alone is over target) is not a run of chunks from the tail's
+	// start: it is observed on the request path.
+	if len(p.Kept) > 0 || p.From != tail[0].Seq {
+		return nil
+	}
+	planEnd := indexOfSeq(tail, p.To) + 1
 	var use []window.CompactedData
 	cut := 0
 	for _, c := range chunks {
@@ -252,9 +258,21 @@ func indexOfSeq(tail []*window.Item, seq int64) int {
 }
 
 // minTailStart is the index where the minimum tail starts (the last
-// MinTailTurns turns, extended back to MinTailTokens): what no compaction
-// cuts. 0 when the whole tail is minimum tail.
+// MinTailTurns turns, extended back to MinTailTokens, and never after the
+// current turn's user message): what the background buffer does not
+// observe. 0 when the whole tail is minimum tail.
 func minTailStart(tail []*window.Item, p Policy) int {
+	for i := len(tail) - 1; i >= 0; i-- {
+		if tail[i].Form != window.Dropped && tail[i].Msg.StartsTurn() {
+			return min(i, minTailSteps(tail, p))
+		}
+	}
+	return minTailSteps(tail, p)
+}
+
+// minTailSteps is the start of the last MinTailTurns steps, extended back
+// to MinTailTokens.
+func minTailSteps(tail []*window.Item, p Policy) int {
 	var cuts []int
 	for i := 1; i < len(tail); i++ {
 		if tail[i].Boundary {

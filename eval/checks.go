@@ -170,13 +170,16 @@ func (e *checkEnv) archived(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	type span struct{ from, to int64 }
+	type span struct {
+		from, to int64
+		kept     []int64 // live inside the span: the current request
+	}
 	var spans []span
 	for _, ev := range evs {
 		if ev.Kind == store.KindCompacted {
 			var d window.CompactedData
 			if json.Unmarshal(ev.Data, &d) == nil {
-				spans = append(spans, span{d.From, d.To})
+				spans = append(spans, span{d.From, d.To, d.Kept})
 			}
 		}
 	}
@@ -186,7 +189,7 @@ func (e *checkEnv) archived(ctx context.Context) (int, error) {
 			continue
 		}
 		for _, s := range spans {
-			if ev.Seq >= s.from && ev.Seq <= s.to {
+			if ev.Seq >= s.from && ev.Seq <= s.to && !slices.Contains(s.kept, ev.Seq) {
 				n++
 				break
 			}

@@ -70,7 +70,9 @@ func TestFixturesCanFail(t *testing.T) {
 		mutate func(f *Fixture)
 		failed string // a check that must now fail
 	}{
-		{"01-first-turn-goal.json", policy(`{"pin_head":false}`), "window_contains after turn 25"},
+		// Unpinned, the goal stays only while it is the current request: a
+		// later user turn lets it leave.
+		{"01-first-turn-goal.json", both(policy(`{"pin_head":false}`), userTurn(2, "Keep going, one file at a time.")), "window_contains after turn 25"},
 		{"02-evict-huge-result.json", policy(`{"budget_tokens":100000,"evict_over_tokens":20000}`), "window_excludes after turn 2"},
 		{"03-mask-old-results.json", policy(`{"strategy":"archive"}`), "window_contains after turn 9"},
 		{"05-observe-extractive.json", policy(`{"budget_tokens":100000}`), "observation_contains after turn 14"},
@@ -121,6 +123,16 @@ func policy(js string) func(*Fixture) {
 			m[k] = v
 		}
 		f.Policy, _ = json.Marshal(m)
+	}
+}
+
+func both(a, b func(*Fixture)) func(*Fixture) { return func(f *Fixture) { a(f); b(f) } }
+
+// userTurn appends a user message to turn n (1-based).
+func userTurn(n int, text string) func(*Fixture) {
+	return func(f *Fixture) {
+		b, _ := json.Marshal(map[string]string{"role": "user", "content": text})
+		f.Turns[n-1].Messages = append(f.Turns[n-1].Messages, b)
 	}
 }
 

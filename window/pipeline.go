@@ -125,8 +125,12 @@ type Plan struct {
 	Strategy Strategy
 	Mask     []int64
 	From, To int64
-	// Leaving are the items of [From, To]; Catalogue is their deterministic
-	// one-line-per-turn rendering (what archive and mask record).
+	// Kept are seqs inside [From, To] that stay live: the current turn's
+	// user message when the cut passes it (the turn alone is over target).
+	Kept []int64
+	// Leaving are the items of [From, To] but Kept; Catalogue is their
+	// deterministic one-line-per-turn rendering (what archive and mask
+	// record).
 	Leaving      []*Item
 	Catalogue    string
 	TokensBefore int // tokens the leaving items had in the window
@@ -207,16 +211,30 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 		return p, nil
 	}
 
-	// Candidate cuts: boundaries in the tail (never index 0: nothing would leave).
+	// Candidate cuts: boundaries in the tail (never index 0: nothing would
+	// leave). A cut past the current turn's user message keeps that message
+	// live: it leaves with the rest only in a later turn. A cut just after
+	// it is the cut before it.
+	turn := s.currentTurn()
 	suffix := make([]int, len(s.tail)+1)
 	for i := len(s.tail) - 1; i >= 0; i-- {
 		suffix[i] = suffix[i+1] + cost[i]
 	}
-	var cuts []int
+	var bounds []int
 	for i := 1; i < len(s.tail); i++ {
 		if s.tail[i].Boundary {
-			cuts = append(cuts, i)
+			bounds = append(bounds, i)
 		}
+	}
+	cuts := bounds
+	if turn >= 0 {
+		cuts = slices.DeleteFunc(slices.Clone(bounds), func(i int) bool { return i == turn+1 })
+	}
+	kept := func(c int) int {
+		if turn >= 0 && c > turn {
+			return cost[turn]
+		}
+		return 0
 	}
 	if len(cuts) == 0 {
 		if fixedTo > 0 {
@@ -228,10 +246,12 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 		p.UsedAfter = used
 		return p, nil
 	}
-	// The minimum tail starts at the MinTailTurns-th last boundary.
-	minStart := cuts[max(0, len(cuts)-s.policy.MinTailTurns)]
-	if len(cuts) < s.policy.MinTailTurns {
-		minStart = cuts[0]
+	// The minimum tail starts at the MinTailTurns-th last boundary (a cut
+	// just after the current request is the cut before it; 0 when that
+	// leaves nothing: no cut outside the minimum tail).
+	minStart := bounds[max(0, len(bounds)-s.policy.MinTailTurns)]
+	if minStart == turn+1 {
+		minStart = turn
 	}
 	maxLines := s.catalogueLines()
 	blockTok := func(c int) int {
@@ -242,15 +262,21 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 		before, _ := slices.BinarySearch(cuts, c)
 		return 12 + 40*min(1+before, maxLines)
 	}
-	after := func(c int) int { return fixed + s.memTokens() + blockTok(c) + suffix[c] }
-	msgsAfter := func(c int) int { return len(s.head) + 1 + len(s.tail) - c }
+	after := func(c int) int { return fixed + s.memTokens() + blockTok(c) + suffix[c] + kept(c) }
+	msgsAfter := func(c int) int {
+		n := len(s.head) + 1 + len(s.tail) - c
+		if turn >= 0 && c > turn {
+			n++
+		}
+		return n
+	}
 
 	if fixedTo > 0 {
 		i := slices.IndexFunc(cuts, func(c int) bool { return s.tail[c-1].Seq == fixedTo })
 		if i < 0 || after(cuts[i]) > s.budget {
 			return nil, errNoSuchCut
 		}
-		return s.finishPlan(p, cuts[i], fixed, suffix, maxLines), nil
+		return s.finishPlan(p, cuts[i], turn, fixed, suffix, maxLines), nil
 	}
 
 	chosen := -1
@@ -263,7 +289,7 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 			break
 		}
 	}
-	if chosen < 0 {
+	if chosen < 0 && minStart > 0 {
 		chosen = minStart
 		// Keep more of the min tail's tokens only while the target holds.
 		for _, c := range cuts {
@@ -276,8 +302,17 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 			}
 		}
 	}
+	if chosen < 0 {
+		// Nothing may leave outside the minimum tail: the current request
+		// opened it and nothing else is before it.
+		if used <= s.budget {
+			p.UsedAfter = used
+			return p, nil
+		}
+		chosen = 0
+	}
 	// Over the budget even so: cut into the minimum tail.
-	if after(chosen) > s.budget {
+	if chosen == 0 || after(chosen) > s.budget {
 		for _, c := range cuts {
 			if c > chosen {
 				chosen = c
@@ -287,21 +322,35 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 			}
 		}
 	}
+	if chosen == 0 {
+		return nil, s.tailError(used)
+	}
 	if after(chosen) > s.budget {
 		return nil, s.tailError(after(chosen))
 	}
-	return s.finishPlan(p, chosen, fixed, suffix, maxLines), nil
+	return s.finishPlan(p, chosen, turn, fixed, suffix, maxLines), nil
 }
 
-// finishPlan fills in the plan for a cut before tail[chosen].
-func (s *State) finishPlan(p *Plan, chosen, fixed int, suffix []int, maxLines int) *Plan {
+// finishPlan fills in the plan for a cut before tail[chosen]; turn is the
+// index of the current turn's user message in the tail (-1: none), which
+// stays when the cut passes it.
+func (s *State) finishPlan(p *Plan, chosen, turn, fixed int, suffix []int, maxLines int) *Plan {
 	p.Leaving = s.tail[:chosen]
+	stays := 0
+	if turn >= 0 && turn < chosen {
+		u := s.tail[turn]
+		p.Leaving = slices.Concat(s.tail[:turn], s.tail[turn+1:chosen])
+		if turn > 0 {
+			p.Kept = []int64{u.Seq}
+		}
+		stays = u.cost()
+	}
 	p.From, p.To = p.Leaving[0].Seq, p.Leaving[len(p.Leaving)-1].Seq
 	for _, it := range p.Leaving {
 		p.TokensBefore += it.cost()
 	}
 	p.Catalogue = Catalogue(p.Leaving, maxLines)
-	p.UsedAfter = fixed + s.memTokens() + s.sizer.Text(p.Catalogue) + 40 + suffix[chosen]
+	p.UsedAfter = fixed + s.memTokens() + s.sizer.Text(p.Catalogue) + 40 + suffix[chosen] + stays
 	// Masks inside the leaving range are moot.
 	p.Mask = slices.DeleteFunc(p.Mask, func(q int64) bool { return q <= p.To })
 	return p
@@ -445,6 +494,7 @@ func (p *Plan) Events(d CompactedData) ([]store.Event, error) {
 			d.TokensBefore = p.TokensBefore
 		}
 		d.Masked = len(p.Mask)
+		d.Kept = p.Kept
 		b, err := json.Marshal(d)
 		if err != nil {
 			return nil, err

@@ -88,6 +88,9 @@ type CompactedData struct {
 	DurationMS   int64    `json:"duration_ms,omitempty"`
 	CostUSD      float64  `json:"cost_usd,omitempty"`
 	Masked       int      `json:"masked,omitempty"` // placeholders made in the same step
+	// Kept are seqs inside [From, To] that stay live in the window: the
+	// current turn's user message, when the turn alone was over target.
+	Kept []int64 `json:"kept,omitempty"`
 }
 
 // ReflectedData is the payload of a "reflected" event: blocks (named by the
@@ -333,6 +336,20 @@ func (s *State) closeDangling() {
 	}
 }
 
+// currentTurn returns the index in the tail of the current turn's user
+// message (the last message that opens a turn), or -1 when the tail has
+// none (it is the pinned head's, or the tail is all tool steps). No
+// compaction takes that message out of the window (docs/design.md, the
+// window pipeline, 4a).
+func (s *State) currentTurn() int {
+	for i := len(s.tail) - 1; i >= 0; i-- {
+		if it := s.tail[i]; it.Form != Dropped && it.Msg.StartsTurn() {
+			return i
+		}
+	}
+	return -1
+}
+
 // pendingInOrder lists the pending call ids in the order they were made.
 func (s *State) pendingInOrder() []string {
 	var ids []string
@@ -435,7 +452,7 @@ func (s *State) applyCompacted(seq int64, d CompactedData) {
 	s.lastCompacted = seq
 	keep := s.tail[:0:0]
 	for _, it := range s.tail {
-		if it.Seq >= d.From && it.Seq <= d.To {
+		if it.Seq >= d.From && it.Seq <= d.To && !slices.Contains(d.Kept, it.Seq) {
 			s.tailTok -= it.cost()
 			delete(s.bySeq, it.Seq)
 			for _, p := range it.Msg.Parts {

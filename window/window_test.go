@@ -184,6 +184,7 @@ func checkInvariants(t *testing.T, d *driver, w *Window) {
 	if len(open) > 0 {
 		t.Fatalf("I4: calls %v end the window unanswered", open)
 	}
+	checkCurrentTurnLive(t, d, w)
 	// I2: every logged message is in the window exactly once, in one form.
 	forms := d.st.FormsOf()
 	var sb strings.Builder
@@ -456,5 +457,74 @@ func TestPolicyValidateNamesField(t *testing.T) {
 	}
 	if _, err := DefaultPolicy().MergeJSON([]byte(`{"stratgy":"archive"}`)); err == nil {
 		t.Fatal("unknown field accepted")
+	}
+}
+
+// checkCurrentTurnLive verifies the current turn's rule: the last logged
+// message that opens a turn is in the window verbatim, as a message of its
+// own (not only quoted in the memory block).
+func checkCurrentTurnLive(t *testing.T, d *driver, w *Window) {
+	t.Helper()
+	var cur *message.Message
+	for i := len(d.log) - 1; i >= 0; i-- {
+		if m := d.log[i].Message; d.log[i].Kind == store.KindMessage && d.log[i].Seq <= d.st.LastSeq() && m.StartsTurn() {
+			cur = m
+			break
+		}
+	}
+	if cur == nil {
+		return
+	}
+	want, _ := json.Marshal(cur)
+	for _, m := range w.Messages {
+		if b, _ := json.Marshal(m); string(b) == string(want) {
+			return
+		}
+	}
+	t.Fatalf("the current turn's user message %q is not live in the window", cur.PlainText())
+}
+
+// A turn far larger than the budget (one user message, then hundreds of
+// tool steps) keeps its user message live through every compaction: older
+// steps of the turn leave (masked, catalogued or observed), the message
+// stays in place, the window fits and pairs hold; with or without a pinned
+// head and earlier turns before it.
+func TestCurrentTurnStaysLive(t *testing.T) {
+	for _, strategy := range []Strategy{Mask, Archive, Observe} {
+		for _, pin := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/pin=%v", strategy, pin), func(t *testing.T) {
+				p := DefaultPolicy()
+				p.Strategy = strategy
+				p.PinHead = pin
+				p.MinTailTokens = 800
+				d := newDriver(t, p, 8000)
+				d.add(message.NewText(message.System, "You are a coding agent."),
+					message.NewText(message.User, "Goal: fix INV-4401"),
+					message.NewText(message.Assistant, "On it."),
+					message.NewText(message.User, "Current request: rename OrderTotal everywhere."))
+				kept := 0
+				for n := 0; n < 200; n++ {
+					id := fmt.Sprintf("call_%d", n)
+					d.add(message.NewToolCalls(fmt.Sprintf("step %d", n), message.Part{ToolCallID: id, ToolName: "grep", Arguments: "{}"}),
+						message.NewToolResult(id, strings.Repeat(fmt.Sprintf("hit %d of grep output\n", n), 40)))
+					before := len(d.log)
+					w, err := d.window()
+					if err != nil {
+						t.Fatalf("step %d: %v", n, err)
+					}
+					checkInvariants(t, d, w)
+					for _, ev := range d.log[before:] {
+						var c CompactedData
+						if ev.Kind == store.KindCompacted && json.Unmarshal(ev.Data, &c) == nil && len(c.Kept) > 0 {
+							kept++
+						}
+					}
+				}
+				if d.comps < 10 || kept == 0 {
+					t.Fatalf("%d compactions, %d past the current request: the turn never outgrew the budget", d.comps, kept)
+				}
+				t.Logf("%d compactions, %d of them past the current request (kept live)", d.comps, kept)
+			})
+		}
 	}
 }
