@@ -127,23 +127,34 @@ func (s *Store) prepareAppend(ctx context.Context) error {
 	return nil
 }
 
-// commitGroup writes every request of batch in one transaction: each in a
-// savepoint when there are several, so that one request's conflict or bad
-// ref rolls back that request alone. If the commit fails, every request
-// fails: none of them is durable.
+// commitGroup writes every request of batch in one transaction. Requests
+// fail alone: a conflict is found before a request writes anything, and a
+// request that fails otherwise (a ref already used) has the group written
+// again with each request in a savepoint, so that its failure rolls back
+// that request alone. If the commit fails, every request fails:
+// none of them is durable.
 func (s *Store) commitGroup(batch []*appendReq) {
 	// The transaction is the group's, not one caller's: no caller's
 	// cancellation may abort the others.
 	ctx := context.Background()
 	err := s.prepareAppend(ctx)
-	if err == nil {
-		err = s.writeTx(ctx, func(tx *sql.Tx) error {
+	write := func(savepoints bool) error {
+		return s.writeTx(ctx, func(tx *sql.Tx) error {
 			st := appendStmts{
 				ins: tx.StmtContext(ctx, s.stmts.ins), fts: tx.StmtContext(ctx, s.stmts.fts), bump: tx.StmtContext(ctx, s.stmts.bump),
 				save: tx.StmtContext(ctx, s.stmts.save), undo: tx.StmtContext(ctx, s.stmts.undo), release: tx.StmtContext(ctx, s.stmts.release),
 			}
-			return s.writeGroup(ctx, tx, &st, batch)
+			return s.writeGroup(ctx, tx, &st, batch, savepoints)
 		})
+	}
+	if err == nil {
+		err = write(false)
+		if errors.Is(err, errWroteAndFailed) {
+			for _, r := range batch {
+				r.Err = nil
+			}
+			err = write(true)
+		}
 	}
 	if err != nil {
 		for _, r := range batch {
@@ -154,18 +165,40 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	}
 }
 
-// writeGroup writes batch in tx.
-func (s *Store) writeGroup(ctx context.Context, tx *sql.Tx, st *appendStmts, batch []*appendReq) error {
+// errWroteAndFailed: a request of a group written without savepoints
+// failed otherwise than on a conflict found before it wrote; the group is
+// written again with savepoints.
+var errWroteAndFailed = errors.New("sqlite: append: a request failed after writing")
+
+// writeGroup writes batch in tx. Without savepoints, as a group is first
+// written: FTS5 flushes its pending terms to a new segment at every
+// savepoint, which then has to be merged, and that was two fifths of the
+// writer's time with 32 threads appending; without them the group's terms
+// are flushed once, at the commit.
+func (s *Store) writeGroup(ctx context.Context, tx *sql.Tx, st *appendStmts, batch []*appendReq, savepoints bool) error {
 	if len(batch) == 1 {
 		// Alone: the request's error is the transaction's.
-		batch[0].Err = s.appendIn(ctx, tx, st, batch[0])
+		_, batch[0].Err = s.appendIn(ctx, tx, st, batch[0])
 		return batch[0].Err
+	}
+	if !savepoints {
+		for _, r := range batch {
+			// Only a clean conflict fails a request here: anything else
+			// (it wrote, or SQLite failed and may have ended the
+			// transaction) has the group written again with savepoints.
+			wrote, err := s.appendIn(ctx, tx, st, r)
+			if err != nil && (wrote || !errors.Is(err, store.ErrConflict)) {
+				return errWroteAndFailed
+			}
+			r.Err = err
+		}
+		return nil
 	}
 	for _, r := range batch {
 		if _, err := st.save.ExecContext(ctx); err != nil {
 			return classify("append", err)
 		}
-		if r.Err = s.appendIn(ctx, tx, st, r); r.Err != nil {
+		if _, r.Err = s.appendIn(ctx, tx, st, r); r.Err != nil {
 			if _, err := st.undo.ExecContext(ctx); err != nil {
 				return classify("append", err)
 			}
@@ -179,18 +212,19 @@ func (s *Store) writeGroup(ctx context.Context, tx *sql.Tx, st *appendStmts, bat
 
 // appendIn checks r's expected last seq and writes its events in tx. The
 // thread's row moves first, guarded by the expected seq, so that the common
-// case costs no read.
-func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *appendReq) error {
+// case costs no read. wrote reports whether it changed anything in tx
+// (never when it fails on a conflict).
+func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *appendReq) (wrote bool, err error) {
 	ps := r.ps
 	if len(ps) == 0 {
 		last, err := lastSeqIn(ctx, tx, r.tenant, r.thread)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if last != r.after {
-			return fmt.Errorf("%w: last seq is %d, not %d", store.ErrConflict, last, r.after)
+			return false, fmt.Errorf("%w: last seq is %d, not %d", store.ErrConflict, last, r.after)
 		}
-		return nil
+		return false, nil
 	}
 	newLast := r.after + int64(len(ps))
 	var moved int64
@@ -199,22 +233,22 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			r.tenant, r.thread, backend.Nanos(r.now), backend.Nanos(r.now), newLast, r.msgs, r.tokens)
 		if err != nil {
-			return classify("append", err)
+			return false, classify("append", err)
 		}
 		moved, _ = res.RowsAffected()
 	} else {
 		res, err := st.bump.ExecContext(ctx, newLast, backend.Nanos(r.now), r.msgs, r.tokens, r.tenant, r.thread, r.after)
 		if err != nil {
-			return classify("append", err)
+			return false, classify("append", err)
 		}
 		moved, _ = res.RowsAffected()
 	}
 	if moved == 0 {
 		last, err := lastSeqIn(ctx, tx, r.tenant, r.thread)
 		if err != nil {
-			return err
+			return false, err
 		}
-		return fmt.Errorf("%w: last seq is %d, not %d", store.ErrConflict, last, r.after)
+		return false, fmt.Errorf("%w: last seq is %d, not %d", store.ErrConflict, last, r.after)
 	}
 	for _, p := range ps {
 		var role, tool sql.NullString
@@ -226,22 +260,22 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 		res, err := st.ins.ExecContext(ctx, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
 			ref, role, tool, p.ev.Tokens, p.json, p.data)
 		if isUniqueViolation(err) {
-			return fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
+			return true, fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
 		}
 		if err != nil {
-			return classify("append", err)
+			return true, classify("append", err)
 		}
 		if p.msg != nil {
 			id, err := res.LastInsertId()
 			if err != nil {
-				return classify("append", err)
+				return true, classify("append", err)
 			}
 			if _, err := st.fts.ExecContext(ctx, id, scopeTerms(r.tenant, r.thread), p.plain); err != nil {
-				return fmt.Errorf("sqlite: append: index: %w", err)
+				return true, fmt.Errorf("sqlite: append: index: %w", err)
 			}
 		}
 	}
-	return nil
+	return true, nil
 }
 
 func lastSeqIn(ctx context.Context, tx *sql.Tx, tenant, thread string) (int64, error) {

@@ -16,3 +16,8 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// CPUTime is cpuTime for benchmarks of other packages: the CPU a piece of
+// work cost this process, a figure a loaded machine does not move the way
+// it moves wall time.
+func CPUTime() time.Duration { return cpuTime() }
