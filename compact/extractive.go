@@ -5,21 +5,27 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/mnemehq/mneme/internal/salience"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/token"
 )
 
 // Extractive is the deterministic summarizer: no model, the same input
-// always gives the same output. It keeps user messages (assertions,
-// decisions, questions), the notable sentences of the assistant (those with
-// identifiers, numbers, file paths, URLs, errors, decisions or questions),
-// one line per tool call with the first line of its result and its error
-// lines, all verbatim, in the observation format. It is the fallback of
-// every other Summarizer and the default when no model is configured.
+// always gives the same output. It keeps both speakers: each user and
+// assistant message whole when it is short, else its most informative
+// sentences (package salience: rare terms, names, numbers, findings and
+// decisions score high); one line per tool call with the first line of its
+// result and its error lines, all verbatim, in the observation format. When
+// the observations do not fit their bound, the least informative lines of
+// the lowest priority leave first, wherever they are in the range, and a
+// closing line says how many left and which seqs they covered. It is the
+// fallback of every other Summarizer and the default when no model is
+// configured.
 type Extractive struct {
 	// Counter measures outputs against their bounds; nil: the
 	// conservative estimator.
@@ -43,7 +49,6 @@ var (
 	decisionRe = regexp.MustCompile(`(?i)\b(decid\w*|decision|let's|let us|we will|we'll|go with|use|don't|do not|must|never|always|prefer\w*|instead|should|switch\w*|stop)\b`)
 	questionRe = regexp.MustCompile(`\?\s*$`)
 	doneRe     = regexp.MustCompile(`(?i)\b(done|fixed|completed?|resolved|merged|all tests pass\w*|tests? pass\w*|finished)\b`)
-	nextRe     = regexp.MustCompile(`(?i)\b(next|todo|then i|i will|i'll|plan|remaining|still need)\b`)
 	errorRe    = regexp.MustCompile(`(?i)(\w*error\b|\bfail(ed|ure)?\b|\bpanic\b|\bexception\b|\bfatal\b|\btraceback\b|\bdenied\b)[^\n]{0,2}?[:\[!]|^\s*(--- )?FAIL\b|\bexit (status|code) [1-9]`)
 )
 
@@ -68,7 +73,15 @@ func (runeCounter) Count(s string) int { return (len(s) + 2) / 3 }
 func (e Extractive) Observe(_ context.Context, seg Segment) (Output, error) {
 	obs := Extract(seg.Entries)
 	if seg.MaxTokens > 0 {
-		obs = fitObservations(obs, seg.MaxTokens, e.counter())
+		var dropped []Observation
+		obs, dropped = fitObservations(obs, seg.MaxTokens, e.counter())
+		if len(dropped) > 0 {
+			var rs []seqRange
+			for _, o := range dropped {
+				rs = append(rs, seqRange{o.From, o.To})
+			}
+			return Output{Text: Format(obs) + "\n" + omittedNote(len(dropped), rs), Model: ExtractiveModel}, nil
+		}
 	}
 	return Output{Text: Format(obs), Model: ExtractiveModel}, nil
 }
@@ -76,6 +89,13 @@ func (e Extractive) Observe(_ context.Context, seg Segment) (Output, error) {
 // Extract turns entries into observations, one or a few per message, tool
 // calls merged with their results, repeats dropped.
 func Extract(entries []Entry) []Observation {
+	var texts []string
+	for _, en := range entries {
+		if en.Msg != nil {
+			texts = append(texts, sentences(en.Msg.TextOf())...)
+		}
+	}
+	corpus := salience.NewCorpus(texts)
 	var obs []Observation
 	calls := map[string]int{} // call id -> index in obs
 	for _, en := range entries {
@@ -97,7 +117,7 @@ func Extract(entries []Entry) []Observation {
 		}
 		switch {
 		case m.Role == message.System && strings.TrimSpace(text) != "":
-			add(High, "System: "+quote(keepNotable(text, userMaxRunes)))
+			add(High, "System: "+quote(keepSalient(text, userMaxRunes, corpus)))
 		case m.Role == message.User && strings.TrimSpace(text) != "":
 			kind, p := "User", High
 			switch t := strings.TrimSpace(text); {
@@ -106,7 +126,7 @@ func Extract(entries []Entry) []Observation {
 			case decisionRe.MatchString(t):
 				kind = "User decided"
 			}
-			fact := kind + ": " + quote(keepNotable(text, userMaxRunes))
+			fact := kind + ": " + quote(keepSalient(text, userMaxRunes, corpus))
 			if images > 0 {
 				fact += fmt.Sprintf(" (+%d image)", images)
 			}
@@ -114,7 +134,7 @@ func Extract(entries []Entry) []Observation {
 		case m.Role == message.User && images > 0:
 			add(Medium, fmt.Sprintf("User sent %d image(s)", images))
 		case m.Role == message.Assistant:
-			if s := notableSentences(text, assistantMaxRunes); s != "" {
+			if s := keepSalient(informative(text), assistantMaxRunes, corpus); s != "" {
 				p := Medium
 				if doneRe.MatchString(s) && !errorRe.MatchString(s) {
 					p = Done
@@ -221,49 +241,70 @@ func resultSummary(p message.Part) (string, bool) {
 	return s, isErr
 }
 
-// keepNotable returns text whole when it fits max runes; otherwise its
-// notable sentences (identifiers, numbers, decisions, questions) in order,
-// whole, as many as fit.
-func keepNotable(text string, max int) string {
-	t := strings.Join(strings.Fields(text), " ")
-	if len([]rune(t)) <= max {
-		return t
+// informative drops the sentences of text that carry nothing (pleasantries:
+// fewer than two terms once stopwords are gone, and no identifier, number,
+// error, decision or result), keeping the rest in order: the assistant's
+// side of a conversation stays, its chatter does not.
+func informative(text string) string {
+	var kept []string
+	for _, s := range sentences(text) {
+		s = strings.Join(strings.Fields(s), " ")
+		if s == "" {
+			continue
+		}
+		if len(salience.Terms(s)) >= 2 || notableRe.MatchString(s) || errorRe.MatchString(s) ||
+			decisionRe.MatchString(s) || doneRe.MatchString(s) || hasUpperRun(s) {
+			kept = append(kept, s)
+		}
 	}
-	if s := notableSentences(text, max); s != "" {
-		return s
-	}
-	return clipRunes(t, max)
+	return strings.Join(kept, " ")
 }
 
-// notableSentences returns the sentences of text worth keeping, in order,
-// within max runes: first those carrying facts (digits, identifiers, paths,
-// URLs, errors), then those with decisions, questions or plans, as room
-// allows. Repeats count once; a sentence that does not fit whole is left
-// out, unless nothing else is kept.
-func notableSentences(text string, max int) string {
+// keepSalient returns text whole when it fits max runes; otherwise its
+// most informative sentences (by the corpus of the range being observed),
+// whole, in their order, as many as fit: what a message says that the rest
+// of the range does not, not only its sentences with digits. Repeats count
+// once; a sentence that does not fit whole is left out, unless nothing else
+// is kept.
+func keepSalient(text string, max int, corpus *salience.Corpus) string {
+	t := strings.Join(strings.Fields(text), " ")
+	if t == "" || len([]rune(t)) <= max {
+		return t
+	}
 	var all []string
-	var strong []bool
 	seen := map[string]bool{}
 	for _, s := range sentences(text) {
 		s = strings.Join(strings.Fields(s), " ")
-		if s == "" || seen[s] || !notable(s) {
+		if s == "" || seen[s] {
 			continue
 		}
 		seen[s] = true
 		all = append(all, s)
-		strong = append(strong, notableRe.MatchString(s) || errorRe.MatchString(s) || hasUpperRun(s))
 	}
+	order := make([]int, len(all))
+	score := make([]float64, len(all))
+	for i, s := range all {
+		order[i] = i
+		score[i] = corpus.Score(s)
+		if errorRe.MatchString(s) || hasUpperRun(s) || notableRe.MatchString(s) {
+			score[i] += 1
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case score[a] > score[b]:
+			return -1
+		case score[a] < score[b]:
+			return 1
+		}
+		return 0
+	})
 	keep := make([]bool, len(all))
 	n := 0
-	for _, pass := range []bool{true, false} {
-		for i, s := range all {
-			if strong[i] != pass {
-				continue
-			}
-			if r := len([]rune(s)); n+r <= max {
-				keep[i] = true
-				n += r + 1
-			}
+	for _, i := range order {
+		if r := len([]rune(all[i])); n+r <= max {
+			keep[i] = true
+			n += r + 1
 		}
 	}
 	var kept []string
@@ -273,7 +314,7 @@ func notableSentences(text string, max int) string {
 		}
 	}
 	if len(kept) == 0 && len(all) > 0 {
-		kept = append(kept, clipRunes(all[0], max))
+		kept = append(kept, clipRunes(all[order[0]], max))
 	}
 	return strings.Join(kept, " ")
 }
@@ -295,11 +336,6 @@ func sentences(text string) []string {
 		out = append(out, text[start:])
 	}
 	return out
-}
-
-func notable(s string) bool {
-	return notableRe.MatchString(s) || decisionRe.MatchString(s) || questionRe.MatchString(s) ||
-		errorRe.MatchString(s) || doneRe.MatchString(s) || nextRe.MatchString(s) || hasUpperRun(s)
 }
 
 // hasUpperRun spots acronyms and constants (API, HTTP_PROXY) that carry
@@ -332,69 +368,203 @@ func rank(p Priority) int {
 	return 3
 }
 
-// fitObservations drops observations, lowest priority and oldest first,
-// until their text fits max tokens.
-func fitObservations(obs []Observation, max int, c token.Counter) []Observation {
+// fitObservations drops observations, lowest priority and least
+// informative first (wherever they are in the range), until their text fits
+// max tokens with room for the note that names what left; it returns the
+// kept and the dropped, each in order.
+func fitObservations(obs []Observation, max int, c token.Counter) (kept, dropped []Observation) {
 	if c.Count(Format(obs)) <= max {
-		return obs
+		return obs, nil
 	}
+	facts := make([]string, len(obs))
+	for i, o := range obs {
+		facts[i] = o.Fact
+	}
+	corpus := salience.NewCorpus(facts)
 	cost := make([]int, len(obs))
+	score := make([]float64, len(obs))
 	total := 0
 	for i, o := range obs {
 		cost[i] = c.Count(o.line()) + 1
+		score[i] = corpus.Score(o.Fact)
 		total += cost[i]
 	}
 	order := make([]int, len(obs))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return rank(obs[a].Priority) - rank(obs[b].Priority) })
+	slices.SortStableFunc(order, func(a, b int) int {
+		if d := rank(obs[a].Priority) - rank(obs[b].Priority); d != 0 {
+			return d
+		}
+		switch {
+		case score[a] < score[b]:
+			return -1
+		case score[a] > score[b]:
+			return 1
+		}
+		return 0
+	})
 	drop := map[int]bool{}
+	room := max*9/10 - 40 // the date headers and the omitted note
 	for _, i := range order {
-		if total <= max*9/10 { // leave room for the date headers
+		if total <= room {
 			break
 		}
 		drop[i] = true
 		total -= cost[i]
 	}
-	var out []Observation
 	for i, o := range obs {
-		if !drop[i] {
-			out = append(out, o)
+		if drop[i] {
+			dropped = append(dropped, o)
+		} else {
+			kept = append(kept, o)
 		}
 	}
-	return out
+	return kept, dropped
 }
+
+// seqRange is a range of the log, both ends included.
+type seqRange struct{ from, to int64 }
+
+// maxNoteRanges bounds the ranges an omitted note spells out.
+const maxNoteRanges = 6
+
+// omittedPrefix starts the note that says what a memory text left out.
+const omittedPrefix = "- omitted: "
+
+// omittedNote says how many lines left and which seqs they covered, merged
+// into ranges (the first few spelled out), so that the memory block claims
+// only what it carries: the rest is in the archive.
+func omittedNote(n int, rs []seqRange) string {
+	slices.SortFunc(rs, func(a, b seqRange) int {
+		if a.from != b.from {
+			return int(a.from - b.from)
+		}
+		return int(a.to - b.to)
+	})
+	var merged []seqRange
+	for _, r := range rs {
+		if k := len(merged) - 1; k >= 0 && r.from <= merged[k].to+1 {
+			merged[k].to = max(merged[k].to, r.to)
+			continue
+		}
+		merged = append(merged, r)
+	}
+	var parts []string
+	for _, r := range merged[:min(len(merged), maxNoteRanges)] {
+		parts = append(parts, fmt.Sprintf("%d–%d", r.from, r.to))
+	}
+	more := ""
+	if len(merged) > maxNoteRanges {
+		more = fmt.Sprintf(" and %d more ranges", len(merged)-maxNoteRanges)
+	}
+	return fmt.Sprintf("%s%d lines, of seq %s%s (not carried here: mneme_search finds them, mneme_read reads them back)", omittedPrefix, n, strings.Join(parts, ", "), more)
+}
+
+// noteRe reads an omitted note back: its count and ranges.
+var noteRe = regexp.MustCompile(`(\d+)–(\d+)`)
 
 // Reflect condenses observations to r.Target tokens at detail level
 // r.Level: level 0 drops low-priority lines and repeats; 1 also shortens
-// every line; 2 keeps, besides the high-priority lines, only the last 20
-// medium and 10 done lines; 3 and above keep the high-priority lines and the
-// last 5 others, and then cuts the result, oldest lines first, to fit the
-// target, so that it always fits. It never fails.
+// every line; 2 and above shorten lines further and, when still over the
+// target, keep the most informative lines (package salience), the
+// high-priority ones first, chosen in turn from every stretch of the
+// covered range so that the memory spreads over it rather than keeping the
+// newest, as many as fill the target; the last level cuts what is left to
+// fit, so that it always fits. Whatever leaves (low-priority or unchosen
+// lines, and what earlier notes said had left) is named by a closing
+// omitted note. It never fails.
 func (e Extractive) Reflect(_ context.Context, r Reflection) (Output, error) {
-	lines := Parse(r.Text)
 	c := e.counter()
-	lines = reflectLevel(lines, r.Level)
-	text := FormatLines(lines)
+	var omitted int
+	var rs []seqRange
+	var lines []Line
+	for _, l := range Parse(r.Text) {
+		if l.Obs == nil && strings.HasPrefix(l.Raw, omittedPrefix) {
+			n, nr := parseNote(l.Raw)
+			omitted += n
+			rs = append(rs, nr...)
+			continue
+		}
+		lines = append(lines, l)
+	}
+	lines, low := reflectLevel(lines, r.Level)
+	drop := func(ls []Line) {
+		for _, l := range ls {
+			if f, t, ok := lineRange(l); ok {
+				omitted++
+				rs = append(rs, seqRange{f, t})
+			}
+		}
+	}
+	drop(low)
+	note := func() string {
+		if omitted == 0 {
+			return ""
+		}
+		return "\n" + omittedNote(omitted, slices.Clone(rs))
+	}
+	text := FormatLines(lines) + note()
+	if r.Level >= 2 && r.Target > 0 && c.Count(text) > r.Target {
+		var left []Line
+		lines, left = selectLines(lines, r.Target-c.Count(omittedNote(omitted+len(lines), append(slices.Clone(rs), seqRange{r.From, r.To})))-2, c)
+		drop(left)
+		text = FormatLines(lines) + note()
+	}
 	if r.Level >= extractiveLevels-1 && r.Target > 0 && c.Count(text) > r.Target {
 		text = fitLines(lines, r.Target, c)
 	}
 	return Output{Text: text, Model: ExtractiveModel}, nil
 }
 
+// parseNote reads an omitted note's count and ranges.
+func parseNote(raw string) (int, []seqRange) {
+	rest := strings.TrimPrefix(raw, omittedPrefix)
+	n := 0
+	fmt.Sscanf(rest, "%d", &n)
+	var rs []seqRange
+	for _, m := range noteRe.FindAllStringSubmatch(rest, -1) {
+		a, err1 := strconv.ParseInt(m[1], 10, 64)
+		b, err2 := strconv.ParseInt(m[2], 10, 64)
+		if err1 == nil && err2 == nil && a <= b {
+			rs = append(rs, seqRange{a, b})
+		}
+	}
+	return n, rs
+}
+
+// catRangeRe reads a catalogue line's range.
+var catRangeRe = regexp.MustCompile(`^- \[seq (\d+)–(\d+)\]`)
+
+// lineRange is the log range a line covers: an observation's, or a
+// catalogue line's; ok is false for other text.
+func lineRange(l Line) (from, to int64, ok bool) {
+	if l.Obs != nil {
+		return l.Obs.From, l.Obs.To, true
+	}
+	if m := catRangeRe.FindStringSubmatch(l.Raw); m != nil {
+		a, err1 := strconv.ParseInt(m[1], 10, 64)
+		b, err2 := strconv.ParseInt(m[2], 10, 64)
+		return a, b, err1 == nil && err2 == nil
+	}
+	return 0, 0, false
+}
+
 // extractiveLevels is how many detail levels Extractive.Reflect has; the
 // last always fits its target.
 const extractiveLevels = 4
 
-func reflectLevel(lines []Line, level int) []Line {
+// reflectLevel drops repeats and (returned apart) low-priority lines, and
+// shortens lines from level 1 on.
+func reflectLevel(lines []Line, level int) (out, low []Line) {
 	seen := map[string]bool{}
-	var out []Line
 	for _, l := range lines {
 		key := l.Raw
 		if l.Obs != nil {
 			key = l.Obs.Fact
 			if l.Obs.Priority == Low {
+				low = append(low, l)
 				continue
 			}
 		}
@@ -422,32 +592,73 @@ func reflectLevel(lines []Line, level int) []Line {
 			}
 		}
 	}
-	if level >= 2 {
-		keep := map[Priority]int{Medium: 20, Done: 10, "": 20}
-		if level >= 3 {
-			keep = map[Priority]int{Medium: 5, Done: 5, "": 5}
-		}
-		left := map[Priority]int{}
-		for k, v := range keep {
-			left[k] = v
-		}
-		for i := len(out) - 1; i >= 0; i-- {
-			p := Priority("")
-			if out[i].Obs != nil {
-				p = out[i].Obs.Priority
-			}
-			if p == High {
-				continue
-			}
-			if left[p] > 0 {
-				left[p]--
-				continue
-			}
-			out[i].Raw, out[i].Obs = "", nil // dropped
-		}
-		out = slices.DeleteFunc(out, func(l Line) bool { return l.Obs == nil && l.Raw == "" })
+	return out, low
+}
+
+// spreadBuckets: the stretches of the range selectLines takes turns over.
+const spreadBuckets = 8
+
+// selectLines keeps, in order, the lines that fill max tokens: the
+// high-priority ones first, then the rest; within each, in turns over
+// spreadBuckets stretches of the range, each stretch's most informative
+// line not yet kept. It returns the kept and the left lines, in order.
+func selectLines(lines []Line, max int, c token.Counter) (kept, left []Line) {
+	n := len(lines)
+	texts := make([]string, n)
+	cost := make([]int, n)
+	for i, l := range lines {
+		texts[i] = render(l)
+		cost[i] = c.Count(texts[i]) + 1
 	}
-	return out
+	corpus := salience.NewCorpus(texts)
+	score := make([]float64, n)
+	for i := range lines {
+		score[i] = corpus.Score(texts[i])
+	}
+	room := max * 9 / 10 // date headers
+	used := 0
+	chosen := make([]bool, n)
+	for _, high := range []bool{true, false} {
+		lists := make([][]int, spreadBuckets)
+		for i, l := range lines {
+			if (l.Obs != nil && l.Obs.Priority == High) == high {
+				b := i * spreadBuckets / n
+				lists[b] = append(lists[b], i)
+			}
+		}
+		for _, l := range lists {
+			slices.SortStableFunc(l, func(a, b int) int {
+				switch {
+				case score[a] > score[b]:
+					return -1
+				case score[a] < score[b]:
+					return 1
+				}
+				return 0
+			})
+		}
+		for progress := true; progress; {
+			progress = false
+			for b := range lists {
+				for len(lists[b]) > 0 {
+					i := lists[b][0]
+					lists[b] = lists[b][1:]
+					if used+cost[i] <= room {
+						chosen[i], used, progress = true, used+cost[i], true
+						break
+					}
+				}
+			}
+		}
+	}
+	for i, l := range lines {
+		if chosen[i] {
+			kept = append(kept, l)
+		} else {
+			left = append(left, l)
+		}
+	}
+	return kept, left
 }
 
 // fitLines keeps the most recent lines whose text fits max tokens; a

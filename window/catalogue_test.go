@@ -1,6 +1,7 @@
 package window
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -36,5 +37,32 @@ func TestCatalogueQuotesLatestResult(t *testing.T) {
 		if strings.Contains(got, not) {
 			t.Errorf("catalogue quotes %q (only the latest result's first line belongs):\n%s", not, got)
 		}
+	}
+}
+
+// TestCatalogueSpreadsOverTheRange: 200 turns leaving at once under a
+// 22-line bound make 22 lines or fewer that cover the whole range, first
+// seq to last (not the newest 22 turns), and a line that stands for several
+// turns previews its most informative message, not merely its first.
+func TestCatalogueSpreadsOverTheRange(t *testing.T) {
+	var items []*Item
+	for i := range 200 {
+		text := fmt.Sprintf("Step %d: reading src/pkg/file_%d.go.", i, i)
+		if i == 17 {
+			text = "Root cause found: the retry wrapper in billing resends the charge after a gateway timeout."
+		}
+		m := message.NewText(message.Assistant, text)
+		items = append(items, &Item{Seq: int64(i + 1), Ref: fmt.Sprintf("m_%03d", i+1), Msg: &m, Boundary: true})
+	}
+	got := Catalogue(items, 22)
+	lines := strings.Split(got, "\n")
+	if len(lines) > 22 {
+		t.Fatalf("%d lines for a bound of 22", len(lines))
+	}
+	if !strings.HasPrefix(lines[0], "- [seq 1–") || !strings.Contains(lines[len(lines)-1], "–200]") {
+		t.Errorf("the catalogue does not span seq 1–200:\n%s", got)
+	}
+	if !strings.Contains(got, "m_018 assistant: \"Root cause found") {
+		t.Errorf("the finding of seq 18 is not its line's preview:\n%s", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/mnemehq/mneme/internal/salience"
 	"github.com/mnemehq/mneme/message"
 )
 
@@ -149,7 +150,9 @@ func memoryMessage(blocks []Block, injected string) message.Message {
 // Catalogue renders items leaving the window as one line per turn: the
 // range, the first message's ref, a preview and the tools used. When there
 // are more turns than maxLines (> 0), consecutive turns share a line, so a
-// catalogue stays bounded however much leaves at once.
+// catalogue stays bounded however much leaves at once and spreads over the
+// whole range; such a line previews its most informative message (package
+// salience), with that message's ref.
 func Catalogue(items []*Item, maxLines int) string {
 	var turns [][]*Item
 	for i := 0; i < len(items); {
@@ -164,18 +167,29 @@ func Catalogue(items []*Item, maxLines int) string {
 	if maxLines > 0 && len(turns) > maxLines {
 		per = (len(turns) + maxLines - 1) / maxLines
 	}
+	var corpus *salience.Corpus
+	if per > 1 {
+		// Turns share a line: its preview is the group's most informative
+		// message (against everything leaving), not merely its first.
+		corpus = salience.NewCorpus(nil)
+		for _, it := range items {
+			if !it.Msg.IsToolResult() {
+				corpus.Add(it.Msg.TextOf())
+			}
+		}
+	}
 	var b strings.Builder
 	for i := 0; i < len(turns); i += per {
 		group := turns[i:min(i+per, len(turns))]
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
-		catalogueLine(&b, group)
+		catalogueLine(&b, group, corpus)
 	}
 	return b.String()
 }
 
-func catalogueLine(b *strings.Builder, turns [][]*Item) {
+func catalogueLine(b *strings.Builder, turns [][]*Item, corpus *salience.Corpus) {
 	first, last := turns[0][0], turns[len(turns)-1][len(turns[len(turns)-1])-1]
 	preview, ref := "", first.Ref
 	counts := map[string]int{}
@@ -183,12 +197,18 @@ func catalogueLine(b *strings.Builder, turns [][]*Item) {
 	names := map[string]string{}     // call id -> tool
 	latest := map[string]string{}    // tool -> first line of its latest result
 	var order []string
+	best := 0.0
 	for _, turn := range turns {
 		for _, it := range turn {
-			if preview == "" && !it.Msg.IsToolResult() {
+			if (preview == "" || corpus != nil) && !it.Msg.IsToolResult() {
 				if t := firstLine(it.Msg.TextOf(), 100); t != "" {
-					preview = fmt.Sprintf("%s: %q", it.Msg.Role, t)
-					ref = it.Ref
+					sc := 0.0
+					if corpus != nil {
+						sc = corpus.Score(t)
+					}
+					if preview == "" || sc > best {
+						preview, ref, best = fmt.Sprintf("%s: %q", it.Msg.Role, t), it.Ref, sc
+					}
 				}
 			}
 			for _, p := range it.Msg.Parts {
