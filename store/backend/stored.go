@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 )
@@ -25,6 +27,17 @@ func EncodeMessage(m *message.Message) (string, error) {
 		return "", fmt.Errorf("%w: message does not encode: %v", store.ErrInvalid, err)
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// DecodeMessage decodes a message's stored form. It decodes as
+// encoding/json does, with go-json-experiment's v1 semantics on the v2
+// engine: several times faster, and a log replay is mostly this decoding.
+func DecodeMessage(stored string) (*message.Message, error) {
+	var m message.Message
+	if err := jsonv1.Unmarshal([]byte(stored), &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
 }
 
 // CallName returns the tool name of the call callID that m makes, "" when

@@ -144,11 +144,11 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		out[i] = r.ev
 		if r.json != nil {
 			// Return what a Load will return, not the caller's pointer.
-			var m message.Message
-			if err := json.Unmarshal([]byte(*r.json), &m); err != nil {
+			m, err := backend.DecodeMessage(*r.json)
+			if err != nil {
 				return nil, fmt.Errorf("postgres: append: %w", err)
 			}
-			out[i].Message = &m
+			out[i].Message = m
 		}
 	}
 	return out, nil
@@ -397,11 +397,11 @@ func scanEvent(sc pgx.Row, lead ...any) (store.Event, error) {
 	}
 	ev.Kind, ev.At, ev.Ref = store.Kind(kind), backend.FromNanos(at), deref(ref)
 	if msg != nil {
-		var m message.Message
-		if err := json.Unmarshal([]byte(*msg), &m); err != nil {
+		m, err := backend.DecodeMessage(*msg)
+		if err != nil {
 			return ev, fmt.Errorf("event %d: stored message: %w", ev.Seq, err)
 		}
-		ev.Message = &m
+		ev.Message = m
 	}
 	if data != nil {
 		ev.Data = json.RawMessage(*data)

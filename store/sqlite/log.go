@@ -69,11 +69,11 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		out[i] = p.ev
 		if p.json.Valid {
 			// Return what a Load will return, not the caller's pointer.
-			var m message.Message
-			if err := json.Unmarshal([]byte(p.json.String), &m); err != nil {
+			m, err := backend.DecodeMessage(p.json.String)
+			if err != nil {
 				return nil, classify("append", err)
 			}
-			out[i].Message = &m
+			out[i].Message = m
 		}
 	}
 	return out, nil
@@ -368,11 +368,11 @@ func scanEvent(sc interface{ Scan(...any) error }, lead ...any) (store.Event, er
 	}
 	ev.Kind, ev.At, ev.Ref = store.Kind(kind), backend.FromNanos(at), ref.String
 	if msg.Valid {
-		var m message.Message
-		if err := json.Unmarshal([]byte(msg.String), &m); err != nil {
+		m, err := backend.DecodeMessage(msg.String)
+		if err != nil {
 			return ev, fmt.Errorf("sqlite: event %d: stored message: %w", ev.Seq, err)
 		}
-		ev.Message = &m
+		ev.Message = m
 	}
 	if dat.Valid {
 		ev.Data = json.RawMessage(dat.String)
