@@ -1,8 +1,12 @@
 # Sourced by scripts/test: starts the services the tests need.
 
 # start_postgres makes sure a PostgreSQL server runs on this machine and
-# exports MNEME_TEST_POSTGRES, the DSN of a fresh test database.
+# exports MNEME_TEST_POSTGRES, the DSN of a fresh test database
+# (MNEME_TEST_DB names it, mneme_test by default: a second run on one
+# machine, beside developers' tests, takes its own database instead of
+# dropping theirs).
 start_postgres() {
+  local db="${MNEME_TEST_DB:-mneme_test}"
   if ! command -v pg_ctlcluster >/dev/null 2>&1; then
     echo "== installing PostgreSQL from Debian's packages"
     export DEBIAN_FRONTEND=noninteractive
@@ -25,9 +29,9 @@ start_postgres() {
   done
   su postgres -c "psql -qAt -c \"select 1 from pg_roles where rolname='mneme'\"" | grep -q 1 ||
     su postgres -c "psql -q -c \"create role mneme login superuser password 'mneme'\""
-  su postgres -c "psql -q -c 'drop database if exists mneme_test'" >/dev/null
-  su postgres -c "psql -q -c 'create database mneme_test owner mneme'"
-  export MNEME_TEST_POSTGRES="postgres://mneme:mneme@127.0.0.1:5432/mneme_test?sslmode=disable"
+  su postgres -c "psql -q -c 'drop database if exists $db'" >/dev/null
+  su postgres -c "psql -q -c 'create database $db owner mneme'"
+  export MNEME_TEST_POSTGRES="postgres://mneme:mneme@127.0.0.1:5432/$db?sslmode=disable"
   echo "== PostgreSQL ready: $MNEME_TEST_POSTGRES"
 }
 
