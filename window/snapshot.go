@@ -18,7 +18,7 @@ import (
 // what Apply builds changes (a new field, another rendering of a form, a
 // different count): a snapshot of another version is refused and the state
 // rebuilt from the log, which stays the definition (I7).
-const SnapshotVersion = 2
+const SnapshotVersion = 3
 
 // ErrSnapshotVersion: the snapshot was written by another SnapshotVersion.
 var ErrSnapshotVersion = errors.New("window: snapshot of another version")

@@ -203,3 +203,31 @@ func TestSnapshotIsWindowSized(t *testing.T) {
 	}
 	checkInvariants(t, d, w)
 }
+
+// TestLateResultIsOrphan: a result that comes after its call was closed
+// with a synthetic result (its step ended) follows no open call, so it is
+// left out of the window (I4), as is a second result to the same call.
+func TestLateResultIsOrphan(t *testing.T) {
+	d := newDriver(t, DefaultPolicy(), 12000)
+	d.add(message.NewText(message.System, "sys"),
+		message.NewToolCalls("", message.Part{ToolCallID: "h", ToolName: "ls", Arguments: "{}"}),
+		message.NewToolResult("h", "head result"),
+		message.NewText(message.User, "goal"))
+	d.add(message.NewToolCalls("", message.Part{ToolCallID: "a", ToolName: "grep", Arguments: "{}"}),
+		message.NewText(message.Assistant, "moving on"),
+		message.NewToolResult("a", "an orphan: late"),
+		message.NewToolCalls("", message.Part{ToolCallID: "b", ToolName: "grep", Arguments: "{}"}),
+		message.NewToolResult("b", "b's result"),
+		message.NewToolResult("b", "an orphan: b's second result"))
+	w, err := d.window()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, d, w)
+	forms := d.st.FormsOf()
+	for seq, want := range map[int64]Form{3: Raw, 7: Dropped, 9: Raw, 10: Dropped} {
+		if forms[seq] != want {
+			t.Errorf("seq %d is %s, want %s", seq, forms[seq], want)
+		}
+	}
+}

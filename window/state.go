@@ -385,18 +385,30 @@ func (s *State) indexCalls() {
 	}
 }
 
-// resolveResults pairs a message's tool results with known calls. It returns
-// the message to show (nil if nothing is left once orphan results are
-// removed), how many orphans it removed, and the tool names answered.
+// resolveResults pairs a message's tool results with open calls: calls of
+// the tail still pending, or calls of the head. A result to a call already
+// answered, or closed with a synthetic result when its step ended, would
+// follow no open call in the window (I4): it is an orphan, like one to a
+// call never seen. It returns the message to show (nil if nothing is left
+// once orphan results are removed), how many orphans it removed, and the
+// tool names answered.
 func (s *State) resolveResults(m *message.Message) (*message.Message, int, []string) {
 	orphans := 0
 	var tools []string
-	for _, p := range m.Parts {
+	var orphan []bool // by part, once there is one
+	for i, p := range m.Parts {
 		if p.Type != message.ToolResult {
 			continue
 		}
 		name, ok := s.calls[p.ToolCallID]
+		if ok && !s.pending[p.ToolCallID] && !s.headCall(p.ToolCallID) {
+			ok = false
+		}
 		if !ok {
+			if orphan == nil {
+				orphan = make([]bool, len(m.Parts))
+			}
+			orphan[i] = true
 			orphans++
 			continue
 		}
@@ -414,18 +426,27 @@ func (s *State) resolveResults(m *message.Message) (*message.Message, int, []str
 	}
 	c := m.Clone()
 	c.Parts = c.Parts[:0]
-	for _, p := range m.Parts {
-		if p.Type == message.ToolResult {
-			if _, ok := s.calls[p.ToolCallID]; !ok {
-				continue
-			}
+	for i, p := range m.Parts {
+		if !orphan[i] {
+			c.Parts = append(c.Parts, p)
 		}
-		c.Parts = append(c.Parts, p)
 	}
 	if len(c.Parts) == 0 {
 		return nil, orphans, nil
 	}
 	return &c, orphans, tools
+}
+
+// headCall reports whether the pinned head makes call id.
+func (s *State) headCall(id string) bool {
+	for _, it := range s.head {
+		for _, p := range it.Msg.Parts {
+			if p.Type == message.ToolCall && p.ToolCallID == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *State) applyMask(seqs []int64) {
