@@ -128,16 +128,6 @@ func policy(js string) func(*Fixture) {
 	}
 }
 
-func both(a, b func(*Fixture)) func(*Fixture) { return func(f *Fixture) { a(f); b(f) } }
-
-// userTurn appends a user message to turn n (1-based).
-func userTurn(n int, text string) func(*Fixture) {
-	return func(f *Fixture) {
-		b, _ := json.Marshal(map[string]string{"role": "user", "content": text})
-		f.Turns[n-1].Messages = append(f.Turns[n-1].Messages, b)
-	}
-}
-
 func check(js string) func(*Fixture) {
 	return func(f *Fixture) {
 		var c Check
