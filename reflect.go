@@ -13,8 +13,8 @@ import (
 // next call records the result as a reflected event.
 
 // reflectThreshold is the memory size over which the Reflector runs: the
-// policy's ReflectOver (default 40,000 tokens), never more than a quarter
-// of the budget.
+// policy's ReflectOver (default 0.15 of the budget; 40,000 tokens without
+// one), never more than a quarter of the budget.
 func reflectThreshold(p Policy, budget int) int {
 	t := 40000
 	if !p.ReflectOver.IsZero() && p.ReflectOver.Messages == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/dsn"
 	"github.com/mnemehq/mneme/store/inmem"
+	"github.com/mnemehq/mneme/window"
 )
 
 // harness is a real `mneme serve` on a loopback port with a fakellm
@@ -48,6 +49,11 @@ func testPolicy(budget int) mneme.Policy {
 	p.ReserveOutputTokens = budget / 16
 	p.MinTailTokens = budget / 8
 	p.EvictOverTokens = budget / 4
+	// The sessions of these tests were sized to be cut (not only masked)
+	// under a trigger of 0.75 and a target of 0.40: at the defaults' 0.50
+	// masking alone fits them, and the compaction paths they check would
+	// not run.
+	p.Trigger, p.Target = window.Frac(0.75), window.Frac(0.40)
 	return p
 }
 

@@ -141,9 +141,10 @@ type Plan struct {
 // Empty reports whether the plan changes nothing.
 func (p *Plan) Empty() bool { return len(p.Mask) == 0 && p.From == 0 }
 
-// catalogueLines bounds one catalogue: an eighth of the budget at about 40
-// tokens a line.
-func (s *State) catalogueLines() int { return max(8, s.budget/8/40) }
+// catalogueLines bounds one catalogue: a sixteenth of the budget at about 40
+// tokens a line (an eighth left a small budget's tail a few hundred tokens
+// after each compaction: LoCoMo at 8k); lines spread over what leaves.
+func (s *State) catalogueLines() int { return max(8, s.budget/16/40) }
 
 // Plan decides the compaction that brings the window from over its trigger
 // to its target: mask first (strategy mask), then cut on a safe boundary,

@@ -158,9 +158,9 @@ type Policy struct {
 	// BudgetTokens) and 8,192. A reserve over half a small window is
 	// shrunk to that default rather than leave no room for the input.
 	ReserveOutputTokens int `json:"reserve_output_tokens"`
-	// Trigger: compaction starts when the window passes it (default 0.75).
+	// Trigger: compaction starts when the window passes it (default 0.85).
 	Trigger Threshold `json:"trigger"`
-	// Target: compaction brings the window down to it (default 0.40).
+	// Target: compaction brings the window down to it (default 0.50).
 	Target Threshold `json:"target"`
 	// PinHead keeps the system messages and the first user message (the
 	// goal, the ids) in every window.
@@ -185,7 +185,7 @@ type Policy struct {
 	// are chosen at compaction points only, so the prefix stays stable.
 	MemoryNamespaces string `json:"memory_namespaces,omitempty"`
 	// ReflectOver: observations above this are condensed by the Reflector
-	// (default 40,000 tokens, never more than a quarter of the budget).
+	// (default 0.15 of the budget, never more than a quarter of it).
 	ReflectOver Threshold `json:"reflect_over,omitzero"`
 }
 
@@ -193,8 +193,8 @@ type Policy struct {
 func DefaultPolicy() Policy {
 	return Policy{
 		Model:           "gpt-4o",
-		Trigger:         Frac(0.75),
-		Target:          Frac(0.40),
+		Trigger:         Frac(0.85),
+		Target:          Frac(0.50),
 		PinHead:         true,
 		MinTailTurns:    2,
 		MinTailTokens:   6000,
@@ -202,7 +202,7 @@ func DefaultPolicy() Policy {
 		PreviewLines:    20,
 		MaskKeepPerTool: 3,
 		Strategy:        Mask,
-		ReflectOver:     Tokens(40000),
+		ReflectOver:     Frac(0.15),
 	}
 }
 

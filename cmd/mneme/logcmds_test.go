@@ -41,7 +41,8 @@ func TestExportImportRoundTrip(t *testing.T) {
 	if _, err := th.Append(ctx, message.NewText(message.System, "sys"), message.NewText(message.User, "Goal: INV-4401 ✓ 日本語")); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 40; i++ {
+	// 60 steps: past the default trigger (0.85 of the budget).
+	for i := 0; i < 60; i++ {
 		id := fmt.Sprintf("c%d", i)
 		if _, _, err := th.AppendWindow(ctx, []message.Message{
 			message.NewToolCalls("", message.Part{ToolCallID: id, ToolName: "grep", Arguments: `{"q":"x"}`}),

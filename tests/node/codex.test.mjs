@@ -16,7 +16,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const codex = join(here, "node_modules", ".bin", "codex");
 
 // Codex's instructions and tools are ~8k tokens: the budget leaves ~10k.
-const policy = JSON.stringify({ budget_tokens: 20000, reserve_output_tokens: 1024, min_tail_tokens: 2000, evict_over_tokens: 5000 });
+const policy = JSON.stringify({ budget_tokens: 20000, reserve_output_tokens: 1024, trigger: 0.75, target: 0.4, min_tail_tokens: 2000, evict_over_tokens: 5000 });
 
 test("codex", { timeout: 240_000 }, async () => {
   const name = "codex";

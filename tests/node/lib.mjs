@@ -18,9 +18,13 @@ export const RUN = `${process.pid}-${Date.now().toString(36)}`;
 // one more answers at the end.
 export const STEPS = 22;
 
-// A small budget for the SDK cases, so that compaction happens within them.
+// A small budget for the SDK cases, so that compaction happens within them
+// (trigger and target as the cases were sized for: the defaults' 0.85/0.50
+// would leave a 22-step case masked but not cut).
 export const POLICY = JSON.stringify({
   budget_tokens: 20000,
+  trigger: 0.75,
+  target: 0.4,
   reserve_output_tokens: 512,
   min_tail_tokens: 2500,
   evict_over_tokens: 5000,
