@@ -144,21 +144,25 @@ func TestObserveReflectReplay(t *testing.T) {
 // and every observation records the fallback and its cause (I5).
 func TestSummarizerFailures(t *testing.T) {
 	cases := []struct {
-		name  string
-		reply fakellm.Reply
-		cause string
+		name    string
+		reply   fakellm.Reply
+		timeout time.Duration
+		cause   string
 	}{
-		{"500", fakellm.Reply{Status: 500}, "500"},
-		{"timeout", fakellm.Reply{Text: "late", Delay: 3 * time.Second}, "timeout"},
-		{"garbage", fakellm.Reply{Malformed: true}, "malformed"},
-		{"empty", fakellm.Reply{Text: ""}, "empty output"},
+		// Only the timeout case has a short timeout: on a loaded machine
+		// a prompt answer may take longer than it, and would be named a
+		// timeout instead of the fault under test.
+		{"500", fakellm.Reply{Status: 500}, time.Minute, "500"},
+		{"timeout", fakellm.Reply{Text: "late", Delay: 3 * time.Second}, 200 * time.Millisecond, "timeout"},
+		{"garbage", fakellm.Reply{Malformed: true}, time.Minute, "malformed"},
+		{"empty", fakellm.Reply{Text: ""}, time.Minute, "empty output"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			srv := fakellm.Start(fakellm.WithHandler(func(fakellm.Request) fakellm.Reply { return tc.reply }))
 			defer srv.Close()
-			m := openObserving(t, filepath.Join(t.TempDir(), "m.db"), srv, func(c *mneme.Config) { c.Summarizer.Timeout = 200 * time.Millisecond })
+			m := openObserving(t, filepath.Join(t.TempDir(), "m.db"), srv, func(c *mneme.Config) { c.Summarizer.Timeout = tc.timeout })
 			th := m.Thread("default", "fail")
 			begin(ctx, t, th)
 			for n := 1; n <= 90; n++ {
