@@ -713,7 +713,9 @@ func (x *Turn) Continue(ctx context.Context, msgs []message.Message) (*window.Wi
 	x.at = ts.st.LastSeq()
 	w, err := t.windowLocked(ctx, ts, x.opts, false, true)
 	if err == nil {
-		x.Window = w
+		// What the window wrote (a compaction, a recall note) is the
+		// turn's own: the log has not moved under it.
+		x.Window, x.at = w, ts.st.LastSeq()
 	}
 	return w, err
 }

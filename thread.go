@@ -56,6 +56,10 @@ type threadState struct {
 	// turn's Close (see deferral). Their seqs follow the log's last.
 	pending []store.Event
 	owner   *deferral // the turn pending belongs to
+	// recallTried and recallAt: auto-recall searched for the request at
+	// that seq, at that compaction count, and found nothing to show.
+	recallTried int64
+	recallAt    int
 }
 
 // deferral is a turn's claim on the pending events of its state (guarded
@@ -142,6 +146,7 @@ func (ts *threadState) clear() {
 		ts.owner.dropped = true
 	}
 	ts.pending, ts.owner = nil, nil
+	ts.recallTried, ts.recallAt = 0, 0
 	ts.st, ts.buf = nil, buffer{}
 	ts.snap = snapState{writing: ts.snap.writing}
 }
@@ -606,6 +611,9 @@ func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowO
 			done = c
 		}
 	}
+	if err := t.autoRecall(ctx, ts, req, done != nil); err != nil {
+		return nil, err
+	}
 	w, err := ts.st.Build(req)
 	if err != nil {
 		return nil, err
@@ -686,7 +694,9 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 				return evs, p, err
 			}
 			catTok := ts.sz.Text(p.Catalogue)
-			room := ts.policy.Trigger.TokensOf(ts.st.Budget()) - (p.UsedAfter - catTok) - 100
+			// The recalled block is chosen again after the step, in what
+			// the observation leaves: it takes no room from it.
+			room := ts.policy.Trigger.TokensOf(ts.st.Budget()) - (p.UsedAfter - catTok - ts.st.RecalledTokens()) - 100
 			// With buffering on, the request path never waits for the
 			// model: what the buffer cannot serve is observed extractively.
 			d := t.observe(ctx, ts, p.Leaving, p.Catalogue, room, t.m.buffering)

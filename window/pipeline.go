@@ -34,8 +34,10 @@ type Usage struct {
 	Recall int `json:"recall"`
 	Head   int `json:"head"`
 	Memory int `json:"memory"`
-	Tail   int `json:"tail"`
-	Total  int `json:"total"`
+	// Recalled is what the recalled block costs (auto-recall).
+	Recalled int `json:"recalled"`
+	Tail     int `json:"tail"`
+	Total    int `json:"total"`
 
 	Messages       int   `json:"messages"`        // messages in the window
 	ThreadMessages int64 `json:"thread_messages"` // messages in the log
@@ -50,6 +52,9 @@ type Usage struct {
 	Compacted *CompactedData `json:"compacted,omitempty"`
 	Reflected *ReflectedData `json:"reflected,omitempty"`
 	Repaired  int            `json:"repaired,omitempty"` // synthetic results added
+	// Recall is the recalled block shown before the current request:
+	// the query, and each hit with its score and matched terms.
+	RecallBlock *RecallData `json:"recalled_block,omitempty"`
 	// Step is set when this call took a compaction step (masking,
 	// compaction or reflection): the only calls whose prefix may change.
 	Step bool `json:"compaction_step,omitempty"`
@@ -99,11 +104,11 @@ func (s *State) fixed(r Request, recall bool) int {
 
 // Used returns the window's tokens for request r as it stands.
 func (s *State) Used(r Request) int {
-	return s.fixed(r, s.needsRecall()) + s.memTokens() + s.tailTok
+	return s.fixed(r, s.needsRecall()) + s.memTokens() + s.recallTokens() + s.tailTok
 }
 
 func (s *State) windowMessages() int {
-	n := len(s.head) + len(s.tail)
+	n := len(s.head) + len(s.tail) + len(s.recalls)
 	if s.memMsg != nil {
 		n++
 	}
@@ -168,7 +173,12 @@ var errNoSuchCut = errors.New("window: no such cut")
 
 func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 	p := &Plan{Strategy: s.policy.Strategy, UsedBefore: s.Used(r)}
+	// With auto-recall the recalled block is chosen after the compaction:
+	// its share is kept free under the target, so that the window after a
+	// compaction step sits at the target with it, and steps come no more
+	// often than without it.
 	target := s.policy.Target.TokensOf(s.budget)
+	target -= min(target/2, s.recallReserve())
 	if f := s.fixed(r, true); f > s.budget {
 		return nil, s.fixedError(r)
 	}
@@ -200,7 +210,7 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 		slices.Sort(p.Mask)
 	}
 	fixed := s.fixed(r, true)
-	used := fixed + s.memTokens()
+	used := fixed + s.memTokens() + s.recallTokens()
 	for _, c := range cost {
 		used += c
 	}
@@ -263,9 +273,14 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 		before, _ := slices.BinarySearch(cuts, c)
 		return 12 + 40*min(1+before, maxLines)
 	}
-	after := func(c int) int { return fixed + s.memTokens() + blockTok(c) + suffix[c] + kept(c) }
+	// A compaction keeps the current request's recalled block only.
+	recalled := s.keptRecallTokens()
+	after := func(c int) int { return fixed + s.memTokens() + recalled + blockTok(c) + suffix[c] + kept(c) }
 	msgsAfter := func(c int) int {
 		n := len(s.head) + 1 + len(s.tail) - c
+		if recalled > 0 {
+			n++
+		}
 		if turn >= 0 && c > turn {
 			n++
 		}
@@ -351,7 +366,7 @@ func (s *State) finishPlan(p *Plan, chosen, turn, fixed int, suffix []int, maxLi
 		p.TokensBefore += it.cost()
 	}
 	p.Catalogue = Catalogue(p.Leaving, maxLines)
-	p.UsedAfter = fixed + s.memTokens() + s.sizer.Text(p.Catalogue) + 40 + suffix[chosen] + stays
+	p.UsedAfter = fixed + s.memTokens() + s.keptRecallTokens() + s.sizer.Text(p.Catalogue) + 40 + suffix[chosen] + stays
 	// Masks inside the leaving range are moot.
 	p.Mask = slices.DeleteFunc(p.Mask, func(q int64) bool { return q <= p.To })
 	return p
@@ -398,6 +413,7 @@ func (s *State) Build(r Request) (*Window, error) {
 		Tools:          r.ToolsTokens,
 		Head:           s.headTok,
 		Memory:         s.memTokens(),
+		Recalled:       s.recallTokens(),
 		Tail:           s.tailTok,
 		ThreadMessages: s.messages,
 		ThreadTokens:   s.threadTokens,
@@ -421,7 +437,12 @@ func (s *State) Build(r Request) (*Window, error) {
 			u.Repaired++
 		}
 	}
-	u.Total = u.System + u.Tools + u.Recall + u.Head + u.Memory + u.Tail + ReplyPrimer
+	if cur := s.CurrentRequest(); cur != nil {
+		if d, ok := s.Recalled(cur.Seq); ok {
+			u.RecallBlock = &d
+		}
+	}
+	u.Total = u.System + u.Tools + u.Recall + u.Head + u.Memory + u.Recalled + u.Tail + ReplyPrimer
 	u.Messages = len(msgs)
 	if u.Total > s.budget {
 		if f := s.fixed(r, recall); f > s.budget {

@@ -187,6 +187,22 @@ type Policy struct {
 	// ReflectOver: observations above this are condensed by the Reflector
 	// (default 0.15 of the budget, never more than a quarter of it).
 	ReflectOver Threshold `json:"reflect_over,omitzero"`
+	// AutoRecall: when anything is out of the window, the archive is
+	// searched with the current request (and the reply before it) and the
+	// best hits not in the window are shown in a recalled block right
+	// before the request, chosen when it arrives and at compaction steps
+	// (default on).
+	AutoRecall bool `json:"auto_recall"`
+	// RecallTopK: at most that many messages are recalled (default 3).
+	RecallTopK int `json:"recall_top_k"`
+	// RecallShare and RecallMaxTokens bound the recalled block: at most
+	// that fraction of the usable budget and that many tokens (defaults
+	// 0.08 and 2,000); it never takes the window past its trigger.
+	RecallShare     float64 `json:"recall_share"`
+	RecallMaxTokens int     `json:"recall_max_tokens"`
+	// RecallMinScore: a hit whose search score is below it is not recalled
+	// (default 0: any hit the search returns).
+	RecallMinScore float64 `json:"recall_min_score"`
 }
 
 // DefaultPolicy returns the defaults that suit most agents.
@@ -203,6 +219,10 @@ func DefaultPolicy() Policy {
 		MaskKeepPerTool: 3,
 		Strategy:        Mask,
 		ReflectOver:     Frac(0.15),
+		AutoRecall:      true,
+		RecallTopK:      3,
+		RecallShare:     0.08,
+		RecallMaxTokens: 2000,
 	}
 }
 
@@ -270,6 +290,18 @@ func (p Policy) Validate() error {
 	case Mask, Archive, Observe:
 	default:
 		return &FieldError{"strategy", fmt.Sprintf("%q: want mask, archive or observe", p.Strategy)}
+	}
+	if p.RecallTopK < 0 || p.RecallTopK > 20 {
+		return &FieldError{"recall_top_k", "must be in [0,20]"}
+	}
+	if p.RecallShare < 0 || p.RecallShare > 0.5 {
+		return &FieldError{"recall_share", "must be in [0,0.5]"}
+	}
+	if p.RecallMaxTokens < 0 {
+		return &FieldError{"recall_max_tokens", "must be >= 0"}
+	}
+	if p.RecallMinScore < 0 {
+		return &FieldError{"recall_min_score", "must be >= 0"}
 	}
 	if !p.ReflectOver.IsZero() {
 		if err := checkThreshold("reflect_over", p.ReflectOver); err != nil {

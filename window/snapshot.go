@@ -41,6 +41,7 @@ type Snapshot struct {
 	MemStale bool             `json:"mem_stale,omitempty"`
 	MemMsg   *message.Message `json:"mem_msg,omitempty"`
 	Injected string           `json:"injected,omitempty"`
+	Recalls  []recalled       `json:"recalls,omitempty"`
 	// Out is the rendered window when it is not what rebuildOut renders
 	// from the items (nil when it is, which is the rule).
 	Out []message.Message `json:"out,omitempty"`
@@ -81,7 +82,7 @@ type snapItem struct {
 func (s *State) Snapshot() *Snapshot {
 	sn := &Snapshot{
 		V: SnapshotVersion, Policy: s.policy, Budget: s.budget, LastSeq: s.lastSeq,
-		HeadDone: s.headDone, Blocks: append([]Block(nil), s.blocks...),
+		HeadDone: s.headDone, Blocks: append([]Block(nil), s.blocks...), Recalls: append([]recalled(nil), s.recalls...),
 		HeadTok: s.headTok, MemTok: s.memTok, TailTok: s.tailTok, MemStale: s.memStale, Injected: s.injected,
 		Messages: s.messages, ThreadTokens: s.threadTokens,
 		Dropped: append([]string(nil), s.dropped...), Compactions: s.compactions, Reflections: s.reflections,
@@ -116,7 +117,7 @@ func (s *State) Snapshot() *Snapshot {
 func (sn *Snapshot) Encode() ([]byte, error) {
 	sn.Head, sn.Tail = encodeItems(sn.head), encodeItems(sn.tail)
 	sn.Out = nil
-	if !sameMessages(sn.out, render(ptrs(sn.head), sn.MemMsg, ptrs(sn.tail))) {
+	if !sameMessages(sn.out, render(ptrs(sn.head), sn.MemMsg, ptrs(sn.tail), recallMessages(sn.Recalls))) {
 		sn.Out = sn.out
 	}
 	return json.Marshal(sn)
@@ -162,7 +163,7 @@ func Restore(data []byte, sz Sizer) (*State, error) {
 	}
 	s.lastSeq, s.headDone, s.blocks = sn.LastSeq, sn.HeadDone, sn.Blocks
 	s.headTok, s.memTok, s.tailTok, s.memStale, s.injected = sn.HeadTok, sn.MemTok, sn.TailTok, sn.MemStale, sn.Injected
-	s.memMsg = sn.MemMsg
+	s.memMsg, s.recalls = sn.MemMsg, sn.Recalls
 	s.messages, s.threadTokens, s.dropped = sn.Messages, sn.ThreadTokens, sn.Dropped
 	s.compactions, s.reflections, s.lastCompacted = sn.Compactions, sn.Reflections, sn.LastCompacted
 	for _, id := range sn.Pending {
@@ -181,7 +182,7 @@ func Restore(data []byte, sz Sizer) (*State, error) {
 	if sn.Out != nil {
 		s.out = sn.Out
 	} else {
-		s.out = render(s.head, s.memMsg, s.tail)
+		s.out = render(s.head, s.memMsg, s.tail, recallMessages(s.recalls))
 	}
 	return s, nil
 }
@@ -204,10 +205,14 @@ func decodeItems(items []snapItem) ([]*Item, error) {
 	return out, nil
 }
 
-// render is rebuildOut's rendering of head, memory and tail.
-func render(head []*Item, mem *message.Message, tail []*Item) []message.Message {
-	out := make([]message.Message, 0, len(head)+1+len(tail)+16)
+// render is rebuildOut's rendering of head, memory and tail, with each
+// recalled block right before the message it was recalled for.
+func render(head []*Item, mem *message.Message, tail []*Item, recalls map[int64]*message.Message) []message.Message {
+	out := make([]message.Message, 0, len(head)+1+len(tail)+len(recalls)+16)
 	for _, it := range head {
+		if r := recalls[it.Seq]; r != nil {
+			out = append(out, *r)
+		}
 		out = append(out, it.Out)
 	}
 	if mem != nil {
@@ -215,6 +220,9 @@ func render(head []*Item, mem *message.Message, tail []*Item) []message.Message 
 	}
 	for _, it := range tail {
 		if it.Form != Dropped {
+			if r := recalls[it.Seq]; r != nil {
+				out = append(out, *r)
+			}
 			out = append(out, it.Out)
 		}
 		out = append(out, it.Post...)

@@ -114,6 +114,9 @@ type ReflectedData struct {
 type NoteData struct {
 	Memories *string `json:"memories,omitempty"`
 	Text     string  `json:"text,omitempty"`
+	// Recalled, when present, is the recalled block shown before the
+	// current request (auto-recall, see recalled.go).
+	Recalled *RecallData `json:"recalled,omitempty"`
 }
 
 // State is the materialised window of one thread. It is not safe for
@@ -132,7 +135,8 @@ type State struct {
 	headTok, memTok, tailTok int
 	memStale                 bool // memTok must be recounted from memMsg
 	memMsg                   *message.Message
-	injected                 string // long-term memories shown in the memory block
+	injected                 string     // long-term memories shown in the memory block
+	recalls                  []recalled // recalled blocks, by the seq they precede
 
 	// out caches the rendered messages of head, memory and tail (without
 	// the repair suffix); only ever appended to between compactions.
@@ -235,6 +239,9 @@ func (s *State) Apply(ev store.Event) error {
 			s.injected = *d.Memories
 			s.rebuildMemory()
 			s.rebuildOut()
+		}
+		if d.Recalled != nil {
+			s.applyRecalled(*d.Recalled)
 		}
 	case store.KindReflected:
 		var d ReflectedData
@@ -487,6 +494,7 @@ func (s *State) applyCompacted(seq int64, d CompactedData) {
 	}
 	s.tail = keep
 	s.indexCalls()
+	s.dropStaleRecalls()
 	s.blocks = append(s.blocks, Block{EventSeq: seq, Kind: d.Strategy, From: d.From, To: d.To, Text: d.Text})
 	s.rebuildMemory()
 	s.rebuildOut()
@@ -537,20 +545,7 @@ func (s *State) rebuildMemory() {
 
 // rebuildOut renders the window anew; only compaction and masking call it.
 func (s *State) rebuildOut() {
-	out := make([]message.Message, 0, len(s.head)+1+len(s.tail)+16)
-	for _, it := range s.head {
-		out = append(out, it.Out)
-	}
-	if s.memMsg != nil {
-		out = append(out, *s.memMsg)
-	}
-	for _, it := range s.tail {
-		if it.Form != Dropped {
-			out = append(out, it.Out)
-		}
-		out = append(out, it.Post...)
-	}
-	s.out = out
+	s.out = render(s.head, s.memMsg, s.tail, recallMessages(s.recalls))
 }
 
 // SetPolicy switches the state to policy p with usable budget budget from

@@ -221,8 +221,8 @@ func checkInvariants(t *testing.T, d *driver, w *Window) {
 	if len(d.st.Blocks()) > 0 {
 		mem = 1
 	}
-	if want := shown + mem + w.Usage.Repaired + syntheticPosts(d.st); len(w.Messages) != want {
-		t.Fatalf("I2: window has %d messages, want %d shown + %d memory + %d repairs", len(w.Messages), shown, mem, w.Usage.Repaired)
+	if want := shown + mem + len(d.st.recalls) + w.Usage.Repaired + syntheticPosts(d.st); len(w.Messages) != want {
+		t.Fatalf("I2: window has %d messages, want %d shown + %d memory + %d recalled + %d repairs", len(w.Messages), shown, mem, len(d.st.recalls), w.Usage.Repaired)
 	}
 }
 

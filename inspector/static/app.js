@@ -108,6 +108,7 @@ async function showThread(id, from, flashSeq) {
     $("thread-title").textContent = id;
     renderStats(log, usage.usage, events);
     renderChart(usage, events);
+    renderRecalled((usage.usage.window || {}).recalled_block);
     renderObservations(events.observations);
     renderForms(log.forms);
     renderTimeline(log, flashSeq);
@@ -204,6 +205,24 @@ function renderObservations(blocks) {
     list.append(el("li", { class: kind, "data-from": b.from, "data-to": b.to },
       el("div", { class: "range" }, kind + " of ", link, el("span", { class: "muted", text: ` · ${fmt(b.tokens)} tokens · event ${b.event_seq}` })),
       el("pre", { text: b.text })));
+  }
+}
+
+// The recalled block auto-recall shows before the current request: each
+// hit with why (its score and the terms the search matched).
+function renderRecalled(block) {
+  const list = $("recalled");
+  list.replaceChildren();
+  const hits = (block && block.hits) || [];
+  $("recalled-count").textContent = hits.length ? `${hits.length} before seq ${block.for_seq}, for “${block.query.split("\n")[0]}”` : "";
+  if (!hits.length) { list.append(el("li", { class: "muted", text: "Nothing recalled for the current request." })); return; }
+  for (const h of hits) {
+    const link = el("a", { href: "#", text: `seq ${h.seq}` });
+    link.addEventListener("click", (e) => { e.preventDefault(); go(state.thread, 1, h.seq); });
+    const why = `score ${h.score.toFixed(2)}` + (h.matched && h.matched.length ? ` · matched ${h.matched.join(", ")}` : "") + (h.clipped ? " · clipped" : "");
+    list.append(el("li", { class: "recalled" },
+      el("div", { class: "range" }, `${h.role} `, link, el("span", { class: "muted", text: ` · ${h.ref} · ${why}` })),
+      el("pre", { text: h.text })));
   }
 }
 
