@@ -197,7 +197,7 @@ type Policy struct {
 	RecallTopK int `json:"recall_top_k"`
 	// RecallShare and RecallMaxTokens bound the recalled block: at most
 	// that fraction of the usable budget and that many tokens (defaults
-	// 0.08 and 2,000); it never takes the window past its trigger.
+	// 0.05 and 1,500); it never takes the window past its trigger.
 	RecallShare     float64 `json:"recall_share"`
 	RecallMaxTokens int     `json:"recall_max_tokens"`
 	// RecallMinScore: a hit whose search score is below it is not recalled
@@ -221,8 +221,8 @@ func DefaultPolicy() Policy {
 		ReflectOver:     Frac(0.15),
 		AutoRecall:      true,
 		RecallTopK:      3,
-		RecallShare:     0.08,
-		RecallMaxTokens: 2000,
+		RecallShare:     0.05,
+		RecallMaxTokens: 1500,
 	}
 }
 
