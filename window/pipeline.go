@@ -52,7 +52,7 @@ type Usage struct {
 	Compacted *CompactedData `json:"compacted,omitempty"`
 	Reflected *ReflectedData `json:"reflected,omitempty"`
 	Repaired  int            `json:"repaired,omitempty"` // synthetic results added
-	// Recall is the recalled block shown before the current request:
+	// RecallBlock is the recalled block shown before the current request:
 	// the query, and each hit with its score and matched terms.
 	RecallBlock *RecallData `json:"recalled_block,omitempty"`
 	// Step is set when this call took a compaction step (masking,
@@ -437,8 +437,8 @@ func (s *State) Build(r Request) (*Window, error) {
 			u.Repaired++
 		}
 	}
-	if cur := s.CurrentRequest(); cur != nil {
-		if d, ok := s.Recalled(cur.Seq); ok {
+	if len(s.recalls) > 0 {
+		if d, ok := s.Recalled(s.turnSeq); ok {
 			u.RecallBlock = &d
 		}
 	}

@@ -42,6 +42,7 @@ type Snapshot struct {
 	MemMsg   *message.Message `json:"mem_msg,omitempty"`
 	Injected string           `json:"injected,omitempty"`
 	Recalls  []recalled       `json:"recalls,omitempty"`
+	TurnSeq  int64            `json:"turn_seq,omitempty"`
 	// Out is the rendered window when it is not what rebuildOut renders
 	// from the items (nil when it is, which is the rule).
 	Out []message.Message `json:"out,omitempty"`
@@ -82,7 +83,7 @@ type snapItem struct {
 func (s *State) Snapshot() *Snapshot {
 	sn := &Snapshot{
 		V: SnapshotVersion, Policy: s.policy, Budget: s.budget, LastSeq: s.lastSeq,
-		HeadDone: s.headDone, Blocks: append([]Block(nil), s.blocks...), Recalls: append([]recalled(nil), s.recalls...),
+		HeadDone: s.headDone, Blocks: append([]Block(nil), s.blocks...), Recalls: append([]recalled(nil), s.recalls...), TurnSeq: s.turnSeq,
 		HeadTok: s.headTok, MemTok: s.memTok, TailTok: s.tailTok, MemStale: s.memStale, Injected: s.injected,
 		Messages: s.messages, ThreadTokens: s.threadTokens,
 		Dropped: append([]string(nil), s.dropped...), Compactions: s.compactions, Reflections: s.reflections,
@@ -163,7 +164,7 @@ func Restore(data []byte, sz Sizer) (*State, error) {
 	}
 	s.lastSeq, s.headDone, s.blocks = sn.LastSeq, sn.HeadDone, sn.Blocks
 	s.headTok, s.memTok, s.tailTok, s.memStale, s.injected = sn.HeadTok, sn.MemTok, sn.TailTok, sn.MemStale, sn.Injected
-	s.memMsg, s.recalls = sn.MemMsg, sn.Recalls
+	s.memMsg, s.recalls, s.turnSeq = sn.MemMsg, sn.Recalls, sn.TurnSeq
 	s.messages, s.threadTokens, s.dropped = sn.Messages, sn.ThreadTokens, sn.Dropped
 	s.compactions, s.reflections, s.lastCompacted = sn.Compactions, sn.Reflections, sn.LastCompacted
 	for _, id := range sn.Pending {

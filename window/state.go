@@ -137,6 +137,7 @@ type State struct {
 	memMsg                   *message.Message
 	injected                 string     // long-term memories shown in the memory block
 	recalls                  []recalled // recalled blocks, by the seq they precede
+	turnSeq                  int64      // the last message that opens a turn
 
 	// out caches the rendered messages of head, memory and tail (without
 	// the repair suffix); only ever appended to between compactions.
@@ -264,6 +265,9 @@ func (s *State) applyMessage(ev store.Event) {
 		raw = s.sizer.Message(ev.Ref, *m)
 	}
 	s.threadTokens += int64(raw)
+	if m.StartsTurn() {
+		s.turnSeq = ev.Seq
+	}
 
 	if s.policy.PinHead && !s.headDone {
 		it.Out, it.Tokens = *m, raw
