@@ -24,10 +24,20 @@ func recallSession(t *testing.T, m *mneme.Engine, thread string) (before *window
 	ctx := context.Background()
 	th := m.Thread("default", thread)
 	begin(ctx, t, th)
+	// The fact is a middle line of an early tool result: no catalogue
+	// line or observation quotes it once the result has left the window.
+	var config strings.Builder
+	for l := 0; l < 30; l++ {
+		if l == 4 {
+			config.WriteString(plantedFact + "\n")
+			continue
+		}
+		fmt.Fprintf(&config, "config/shop.yaml:%d: setting_%d: value_%d\n", l, l, l)
+	}
 	if _, _, err := th.AppendWindow(ctx, []message.Message{
-		message.NewText(message.User, "Before we start, a note on the environment.\n"+plantedFact),
-		message.NewText(message.Assistant, "Noted."),
 		message.NewText(message.User, "Now fix the checkout rounding."),
+		message.NewToolCalls("Reading the config.", message.Part{ToolCallID: "call_cfg", ToolName: "read_file", Arguments: `{"path":"config/shop.yaml"}`}),
+		message.NewToolResult("call_cfg", config.String()),
 	}, mneme.WindowOptions{}); err != nil {
 		t.Fatal(err)
 	}
