@@ -1,6 +1,7 @@
 package compact
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -290,15 +291,7 @@ func keepSalient(text string, max int, corpus *salience.Corpus) string {
 			score[i] += 1
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case score[a] > score[b]:
-			return -1
-		case score[a] < score[b]:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(order, byScore(score))
 	keep := make([]bool, len(all))
 	n := 0
 	for _, i := range order {
@@ -627,15 +620,7 @@ func selectLines(lines []Line, max int, c token.Counter) (kept, left []Line) {
 			}
 		}
 		for _, l := range lists {
-			slices.SortStableFunc(l, func(a, b int) int {
-				switch {
-				case score[a] > score[b]:
-					return -1
-				case score[a] < score[b]:
-					return 1
-				}
-				return 0
-			})
+			slices.SortStableFunc(l, byScore(score))
 		}
 		for progress := true; progress; {
 			progress = false
@@ -702,4 +687,9 @@ func render(l Line) string {
 		return l.Obs.line()
 	}
 	return l.Raw
+}
+
+// byScore orders indices by their score, highest first.
+func byScore(score []float64) func(a, b int) int {
+	return func(a, b int) int { return cmp.Compare(score[b], score[a]) }
 }
