@@ -3,6 +3,7 @@ package backend
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // MaxGroup bounds the requests one group commit takes, so that a long
@@ -38,6 +39,19 @@ type GroupCommit[R Grouped] struct {
 	mu      sync.Mutex
 	queue   []R
 	leading int // commits in flight, at most Leaders
+
+	groups, requests atomic.Int64 // for Stats
+}
+
+// GroupStats counts what a GroupCommit has committed: Requests over Groups
+// is how many requests shared a commit (and so, on SQLite, one fsync).
+type GroupStats struct {
+	Groups, Requests int64
+}
+
+// Stats returns the groups and requests committed so far.
+func (g *GroupCommit[R]) Stats() GroupStats {
+	return GroupStats{Groups: g.groups.Load(), Requests: g.requests.Load()}
 }
 
 // Do queues req and returns its Err once its group has committed (or
@@ -96,6 +110,8 @@ func (g *GroupCommit[R]) serve(commit func([]R)) {
 	g.mu.Unlock()
 
 	if len(batch) > 0 {
+		g.groups.Add(1)
+		g.requests.Add(int64(len(batch)))
 		commit(batch)
 		for _, r := range batch {
 			close(r.member().done)

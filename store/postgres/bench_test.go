@@ -17,6 +17,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/store/sqlite"
 	"github.com/mnemehq/mneme/store/storetest"
 )
@@ -249,6 +250,11 @@ func BenchmarkDurableAppend(b *testing.B) {
 		for _, writers := range []int{1, 32} {
 			b.Run(fmt.Sprintf("%s/%d", be.name, writers), func(b *testing.B) {
 				s := be.open(b)
+				grouped, _ := s.(interface{ GroupStats() backend.GroupStats })
+				var g0 backend.GroupStats
+				if grouped != nil {
+					g0 = grouped.GroupStats()
+				}
 				var next atomic.Int64
 				var wg sync.WaitGroup
 				b.ResetTimer()
@@ -279,6 +285,14 @@ func BenchmarkDurableAppend(b *testing.B) {
 				b.ReportMetric(rate/bars[fmt.Sprintf("%s/%d", be.name, writers)], "bar")
 				b.ReportMetric(float64(fs.Microseconds()), "fsync-µs")
 				b.ReportMetric(rate*fs.Seconds(), "msgs/fsync")
+				// Appends per commit as counted: each group is one
+				// transaction, one WAL flush.
+				if grouped != nil {
+					g := grouped.GroupStats()
+					if n := g.Groups - g0.Groups; n > 0 {
+						b.ReportMetric(float64(g.Requests-g0.Requests)/float64(n), "msgs/commit")
+					}
+				}
 				// This process's CPU per message (SQLite's whole work; on
 				// PostgreSQL the client's only): what bounds the rate once
 				// fsyncs are shared, and what a loaded machine moves least.

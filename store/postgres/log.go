@@ -561,3 +561,8 @@ func (s *Store) EventByRef(ctx context.Context, tenant, ref string) (string, sto
 	}
 	return thread, ev, nil
 }
+
+// GroupStats reports how many Appends the group commit has committed and
+// in how many groups (transactions): what the benchmarks report as
+// appends per commit.
+func (s *Store) GroupStats() backend.GroupStats { return s.group.Stats() }
