@@ -31,6 +31,9 @@ import (
 // memories by their terms (fulltext.IndexTerms: stems, possessives, names and
 // dates); reindex, run in the same transaction, rebuilds both indexes from
 // the rows.
+//
+// Migration 4 adds events_fts_pending, the queue of index terms an Append
+// writes instead of events_fts (see log.go): rowid = events.id.
 var migrations = []string{
 	1: `
 CREATE TABLE threads (
@@ -100,6 +103,16 @@ CREATE VIRTUAL TABLE events_fts USING fts5 (scope, body, tokenize = 'unicode61 r
 INSERT INTO events_fts (events_fts, rank) VALUES ('secure-delete', 1);
 DELETE FROM memories_fts;
 `,
+	// 4: the archive index's queue (log.go, indexPending): a group commit
+	// writes its messages' index terms here, and they move into events_fts
+	// in batches, before any search reads the index.
+	4: `
+CREATE TABLE events_fts_pending (
+	id    INTEGER PRIMARY KEY,
+	scope TEXT NOT NULL,
+	body  TEXT NOT NULL
+);
+`,
 }
 
 // goMigrations are the steps of a migration done in Go, after its SQL, in
@@ -109,7 +122,7 @@ var goMigrations = map[int]func(context.Context, *sql.Tx) error{
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (

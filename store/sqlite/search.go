@@ -65,6 +65,9 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		limit = 10
 	}
 	limit = min(limit, maxLimit)
+	if err := s.catchUpIndex(ctx); err != nil { // every acknowledged message is searchable
+		return nil, err
+	}
 
 	scope := `"` + tenantToken(tenant) + `"`
 	if q.Thread != "" {

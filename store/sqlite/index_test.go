@@ -1,0 +1,137 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/sqlite"
+)
+
+// The archive index is written in batches (log.go): an Append queues its
+// messages' index terms in events_fts_pending, and a search first moves
+// the queue into the index. These tests check what the conformance suite
+// cannot see: the queue is used, it survives a restart, it is emptied in
+// batches, and a deleted thread leaves nothing in it.
+
+// queued returns how many messages wait in the file's queue, read on a
+// connection of its own.
+func queued(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM events_fts_pending`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func appendText(t *testing.T, s store.Store, thread string, after int64, text string) {
+	t.Helper()
+	m := message.NewText(message.User, text)
+	if _, err := s.Append(context.Background(), "acme", thread, after, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func searchThreads(t *testing.T, s store.Store, text string) []string {
+	t.Helper()
+	hits, err := s.Search(context.Background(), "acme", store.SearchQuery{Text: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var threads []string
+	for _, h := range hits {
+		threads = append(threads, h.Thread)
+	}
+	return threads
+}
+
+// TestQueuedIndexSurvivesReopen: messages acknowledged but not yet moved
+// into the index are found after the store is closed (or the process
+// killed) and opened again.
+func TestQueuedIndexSurvivesReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mneme.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		appendText(t, s, "t", int64(i), fmt.Sprintf("queued note INV-%d", 7000+i))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := queued(t, path); n != 3 {
+		t.Fatalf("%d messages queued after 3 appends, want 3: the test would not exercise the queue", n)
+	}
+	s, err = sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 3 {
+		if got := searchThreads(t, s, fmt.Sprintf("INV-%d", 7000+i)); len(got) != 1 {
+			t.Errorf("INV-%d: %d hits after reopen, want 1", 7000+i, len(got))
+		}
+	}
+	if n := queued(t, path); n != 0 {
+		t.Errorf("%d messages still queued after a search", n)
+	}
+}
+
+// TestGroupsEmptyTheQueue: appends move the queue into the index once it
+// holds IndexBatch messages, without waiting for a search.
+func TestGroupsEmptyTheQueue(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mneme.db")
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := sqlite.IndexBatch + 10
+	for i := range n {
+		appendText(t, s, "t", int64(i), fmt.Sprintf("note %d", i))
+	}
+	if q := queued(t, path); q >= sqlite.IndexBatch {
+		t.Fatalf("%d of %d messages still queued, want fewer than %d", q, n, sqlite.IndexBatch)
+	}
+	if got := searchThreads(t, s, "note 0"); len(got) == 0 {
+		t.Error("the first message is not found")
+	}
+}
+
+// TestDeleteEmptiesTheQueue: a thread deleted while its messages are
+// queued leaves nothing in the queue, so neither a search nor the next
+// messages (which may take the freed rowids) meet them.
+func TestDeleteEmptiesTheQueue(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mneme.db")
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	appendText(t, s, "gone", 0, "the launch code is swordfish")
+	if err := s.DeleteThread(context.Background(), "acme", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if q := queued(t, path); q != 0 {
+		t.Fatalf("%d messages queued after the thread was deleted", q)
+	}
+	appendText(t, s, "kept", 0, "the cake recipe is secret")
+	if got := searchThreads(t, s, "swordfish"); len(got) != 0 {
+		t.Errorf("a deleted message is found: %v", got)
+	}
+	if got := searchThreads(t, s, "cake recipe"); len(got) != 1 || got[0] != "kept" {
+		t.Errorf("the new message: hits in %v, want [kept]", got)
+	}
+}
