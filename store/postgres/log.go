@@ -132,8 +132,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		// statement's arguments.
 		resolveTools(ctx, s.pool, tenant, thread, after, rows)
 		if err = ctx.Err(); err == nil {
-			req := &appendReq{args: appendArgs(tenant, thread, after, rows, now), after: after, n: int64(len(rows))}
-			err = s.group.Do(req, s.commitGroup)
+			err = s.group.Do(newAppendReq(tenant, thread, after, rows, now), s.commitGroup)
 		}
 	}
 	if err != nil {
@@ -154,97 +153,151 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	return out, nil
 }
 
-// appendSQL moves the thread's row from last seq $3 (creating it when $3
-// is 0) and inserts the events only if it moved: 0 rows inserted is a
-// conflict. Under READ COMMITTED a concurrent mover makes the UPDATE wait,
-// then re-check last_seq; a concurrent creator makes the INSERT wait, then
-// do nothing.
-const appendSQL = `WITH t AS (
-	UPDATE threads SET last_seq = $3 + cardinality($4::bigint[]), updated = GREATEST(updated, $15),
-		messages = messages + $16, tokens = tokens + $17
-	WHERE tenant = $1 AND id = $2 AND last_seq = $3 AND $3 > 0
-	RETURNING 1
-), c AS (
+// groupSQL appends a group of requests in one statement, one execution
+// for the whole group however many requests it holds. r lists the
+// requests; each moves its thread's row from its expected last seq
+// (moved), or creates it when that seq is 0 (created: the first of the
+// group's creators of one thread), and only the requests that did (won)
+// insert their events. The statement returns the won requests: any other
+// is a conflict. Under READ COMMITTED a concurrent mover makes the UPDATE
+// wait, then re-check last_seq; a concurrent creator makes the INSERT
+// wait, then do nothing. Ids are compared in the columns' "C" collation.
+const groupSQL = `WITH r AS (
+	SELECT tenant COLLATE "C" AS tenant, thread COLLATE "C" AS thread, after, n, msgs, tokens, req, now
+	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::bigint[])
+		AS u(tenant, thread, after, n, msgs, tokens, req, now)
+), moved AS (
+	UPDATE threads t SET last_seq = r.after + r.n, updated = GREATEST(t.updated, r.now),
+		messages = t.messages + r.msgs, tokens = t.tokens + r.tokens
+	FROM r
+	WHERE t.tenant = r.tenant AND t.id = r.thread AND t.last_seq = r.after AND r.after > 0
+	RETURNING r.req
+), created AS (
 	INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens)
-	SELECT $1, $2, $15, $15, cardinality($4::bigint[]), $16, $17 WHERE $3 = 0
+	SELECT DISTINCT ON (tenant, thread) tenant, thread, now, now, n, msgs, tokens
+	FROM r WHERE after = 0 ORDER BY tenant, thread, req
 	ON CONFLICT DO NOTHING
-	RETURNING 1
+	RETURNING tenant, id
+), won AS (
+	SELECT req FROM moved
+	UNION ALL
+	SELECT min(r.req) FROM created c JOIN r ON r.tenant = c.tenant AND r.thread = c.id AND r.after = 0
+	GROUP BY c.tenant, c.id
+), ins AS (
+	INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
+	SELECT r.tenant, r.thread, e.seq, e.kind, e.at, e.ref, e.role, e.tool, e.tokens, e.message, e.data, e.terms, e.lossy
+	FROM unnest($9::int[], $10::bigint[], $11::text[], $12::bigint[], $13::text[], $14::text[], $15::text[],
+		$16::int[], $17::text[], $18::text[], $19::text[], $20::smallint[])
+		AS e(req, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
+	JOIN r ON r.req = e.req
+	WHERE e.req IN (SELECT req FROM won)
 )
-INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
-SELECT $1, $2, u.seq, u.kind, u.at, u.ref, u.role, u.tool, u.tokens, u.message, u.data, u.terms, u.lossy
-FROM unnest($4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::int[],
-	$11::text[], $12::text[], $13::text[], $14::smallint[])
-	AS u(seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
-WHERE EXISTS (SELECT 1 FROM t) OR EXISTS (SELECT 1 FROM c)`
+SELECT req FROM won`
 
-// appendArgs are appendSQL's arguments for rows after seq after.
-func appendArgs(tenant, thread string, after int64, rows []row, now time.Time) []any {
-	n := len(rows)
-	var (
-		seqs, ats          = make([]int64, n), make([]int64, n)
-		kinds, terms       = make([]string, n), make([]string, n)
-		refs, roles, tools = make([]*string, n), make([]*string, n), make([]*string, n)
-		msgs, datas        = make([]*string, n), make([]*string, n)
-		tokens             = make([]int32, n)
-		lossy              = make([]int16, n)
-		nmsgs, ntoks       int64
-	)
-	for i, r := range rows {
-		seqs[i], ats[i] = r.ev.Seq, backend.Nanos(r.ev.At)
-		kinds[i], terms[i] = string(r.ev.Kind), r.indexed(tenant, thread)
-		refs[i], roles[i], tools[i] = r.ref(), r.role(), r.tool
-		msgs[i], datas[i] = r.json, r.data
-		tokens[i], lossy[i] = int32(r.ev.Tokens), r.lossy
-		if r.msg != nil {
-			nmsgs++
-			ntoks += int64(r.ev.Tokens)
-		}
-	}
-	return []any{tenant, thread, after, seqs, kinds, ats, refs, roles, tools, tokens, msgs, datas, terms, lossy,
-		backend.Nanos(now), nmsgs, ntoks}
-}
-
-// appendReq is one Append waiting in a group.
+// appendReq is one Append waiting in a group: its thread's move and its
+// events, column by column, built before it queues.
 type appendReq struct {
-	args  []any
-	after int64
-	n     int64 // events
+	tenant, thread string
+	after          int64
+	n              int64 // events
+	msgs, tokens   int64 // the thread's counters move by these
+	now            int64 // the thread's updated time (Nanos)
+	cols           groupCols
 
 	backend.GroupMember // its outcome, set by commitGroup
 }
 
-// commitGroup runs batch's statements as one pipelined batch: one round
-// trip, in the implicit transaction of the batch's single Sync (no BEGIN
-// and COMMIT round trips around it, which on a loaded machine cost more
-// than the batch), committed, and so durable, before its results are
-// read to the end. A statement that fails (a ref already used, bytes the
-// database refuses) aborts the transaction: then each request is retried
-// alone, so that the error stays its own.
+// groupCols are events, column by column, as groupSQL takes them.
+type groupCols struct {
+	req                     []int32
+	seq, at                 []int64
+	kind, terms             []string
+	ref, role, tool, msg, d []*string
+	tokens                  []int32
+	lossy                   []int16
+}
+
+// add appends the columns of o, whose rows belong to request req.
+func (c *groupCols) add(o *groupCols, req int32) {
+	for range o.seq {
+		c.req = append(c.req, req)
+	}
+	c.seq, c.at = append(c.seq, o.seq...), append(c.at, o.at...)
+	c.kind, c.terms = append(c.kind, o.kind...), append(c.terms, o.terms...)
+	c.ref, c.role, c.tool = append(c.ref, o.ref...), append(c.role, o.role...), append(c.tool, o.tool...)
+	c.msg, c.d = append(c.msg, o.msg...), append(c.d, o.d...)
+	c.tokens, c.lossy = append(c.tokens, o.tokens...), append(c.lossy, o.lossy...)
+}
+
+// newAppendReq builds the request for rows, outside the group's commit.
+func newAppendReq(tenant, thread string, after int64, rows []row, now time.Time) *appendReq {
+	n := len(rows)
+	r := &appendReq{tenant: tenant, thread: thread, after: after, n: int64(n), now: backend.Nanos(now), cols: groupCols{
+		seq: make([]int64, n), at: make([]int64, n), kind: make([]string, n), terms: make([]string, n),
+		ref: make([]*string, n), role: make([]*string, n), tool: make([]*string, n), msg: make([]*string, n), d: make([]*string, n),
+		tokens: make([]int32, n), lossy: make([]int16, n),
+	}}
+	c := &r.cols
+	for i, w := range rows {
+		c.seq[i], c.at[i] = w.ev.Seq, backend.Nanos(w.ev.At)
+		c.kind[i], c.terms[i] = string(w.ev.Kind), w.indexed(tenant, thread)
+		c.ref[i], c.role[i], c.tool[i] = w.ref(), w.role(), w.tool
+		c.msg[i], c.d[i] = w.json, w.data
+		c.tokens[i], c.lossy[i] = int32(w.ev.Tokens), w.lossy
+		if w.msg != nil {
+			r.msgs++
+			r.tokens += int64(w.ev.Tokens)
+		}
+	}
+	return r
+}
+
+// commitGroup appends batch in one statement (groupSQL), in the implicit
+// transaction of its one round trip, committed, and so durable, before
+// its result is read to the end. A failed statement (a ref already used,
+// bytes the database refuses, a deadlock with another replica's group)
+// fails the whole group: then each request is retried alone, so that the
+// error stays its own.
 func (s *Store) commitGroup(batch []*appendReq) {
 	// The transaction is the group's: no caller's cancellation may abort
 	// the others.
 	ctx := context.Background()
-	inserted := make([]int64, len(batch))
+	n := len(batch)
+	var (
+		tenants, threads         = make([]string, n), make([]string, n)
+		afters, ns, msgs, tokens = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		reqs, nows               = make([]int32, n), make([]int64, n)
+		cols                     groupCols
+	)
+	for i, r := range batch {
+		tenants[i], threads[i] = r.tenant, r.thread
+		afters[i], ns[i], msgs[i], tokens[i], reqs[i] = r.after, r.n, r.msgs, r.tokens, int32(i)
+		nows[i] = r.now
+		cols.add(&r.cols, int32(i))
+	}
+	won := make([]bool, n)
 	err := func() error {
-		var b pgx.Batch
-		for _, r := range batch {
-			b.Queue(appendSQL, r.args...)
+		rows, err := s.pool.Query(ctx, groupSQL, tenants, threads, afters, ns, msgs, tokens, reqs, nows,
+			cols.req, cols.seq, cols.kind, cols.at, cols.ref, cols.role, cols.tool, cols.tokens, cols.msg, cols.d, cols.terms, cols.lossy)
+		if err != nil {
+			return dbErr("append", err)
 		}
-		br := s.pool.SendBatch(ctx, &b)
-		for i := range batch {
-			tag, err := br.Exec()
-			if err != nil {
-				br.Close()
+		defer rows.Close()
+		for rows.Next() {
+			var req int32
+			if err := rows.Scan(&req); err != nil {
 				return dbErr("append", err)
 			}
-			inserted[i] = tag.RowsAffected()
+			if req >= 0 && int(req) < n {
+				won[req] = true
+			}
 		}
-		if err := br.Close(); err != nil {
+		if err := rows.Err(); err != nil {
 			return dbErr("append", err)
 		}
 		return nil
 	}()
-	if err != nil && len(batch) > 1 {
+	if err != nil && n > 1 {
 		for _, r := range batch {
 			s.commitGroup([]*appendReq{r})
 		}
@@ -254,7 +307,7 @@ func (s *Store) commitGroup(batch []*appendReq) {
 		switch {
 		case err != nil:
 			r.Err = err
-		case inserted[i] != r.n:
+		case !won[i]:
 			r.Err = fmt.Errorf("%w: last seq is not %d", store.ErrConflict, r.after)
 		}
 	}

@@ -194,3 +194,60 @@ func TestLossyDocument(t *testing.T) {
 func TestLoCoMoSame(t *testing.T) {
 	storetest.LoCoMoSame(t, open(t), inmem.New())
 }
+
+// TestGroupStatement: one group holding two creators of one new thread,
+// two appends after the same seq of one thread, and one after a seq the
+// thread is not at. One creator and one of the two appends win, the other
+// requests fail alone with ErrConflict, and the threads' counters count
+// the winners only.
+func TestGroupStatement(t *testing.T) {
+	s := open(t)
+	errs := s.AppendGroup([]postgres.GroupRequest{
+		{Tenant: "acme", Thread: "a", After: 0, Events: []store.Event{msg(message.User, "a1")}},
+		{Tenant: "acme", Thread: "a", After: 0, Events: []store.Event{msg(message.User, "a1 again")}},
+		{Tenant: "acme", Thread: "b", After: 0, Events: []store.Event{msg(message.User, "b1"), msg(message.Assistant, "b2")}},
+	})
+	if errs[0] != nil || !errors.Is(errs[1], store.ErrConflict) || errs[2] != nil {
+		t.Fatalf("creators: %v, want nil, ErrConflict, nil", errs)
+	}
+	errs = s.AppendGroup([]postgres.GroupRequest{
+		{Tenant: "acme", Thread: "a", After: 1, Events: []store.Event{msg(message.Assistant, "a2 first")}},
+		{Tenant: "acme", Thread: "a", After: 1, Events: []store.Event{msg(message.Assistant, "a2 second")}},
+		{Tenant: "acme", Thread: "b", After: 1, Events: []store.Event{msg(message.User, "b behind")}},
+		{Tenant: "other", Thread: "b", After: 2, Events: []store.Event{msg(message.User, "not acme's b")}},
+	})
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Errorf("two appends after seq 1 of a: %v, %v; want exactly one to win", errs[0], errs[1])
+	}
+	for i := range 2 {
+		if errs[i] != nil && !errors.Is(errs[i], store.ErrConflict) {
+			t.Errorf("the losing append: %v, want ErrConflict", errs[i])
+		}
+	}
+	if !errors.Is(errs[2], store.ErrConflict) || !errors.Is(errs[3], store.ErrConflict) {
+		t.Errorf("b behind its tail, another tenant's b: %v, %v; want ErrConflict", errs[2], errs[3])
+	}
+	want := map[string][]string{"a": {"a1", "a2 first"}, "b": {"b1", "b2"}}
+	if errs[0] != nil {
+		want["a"][1] = "a2 second"
+	}
+	for thread, texts := range want {
+		evs, err := s.Load(ctx, "acme", thread, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.Message.TextOf())
+		}
+		if strings.Join(got, "|") != strings.Join(texts, "|") {
+			t.Errorf("%s holds %q, want %q", thread, got, texts)
+		}
+		if ti, err := s.Thread(ctx, "acme", thread); err != nil || ti.Messages != 2 || ti.Events != 2 {
+			t.Errorf("%s: %+v, %v; want 2 messages, 2 events", thread, ti, err)
+		}
+	}
+	if _, err := s.Thread(ctx, "other", "b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the other tenant's b: %v, want ErrNotFound", err)
+	}
+}
