@@ -41,6 +41,17 @@ type GroupCommit[R Grouped] struct {
 	leading int // commits in flight, at most Leaders
 
 	groups, requests atomic.Int64 // for Stats
+	active           atomic.Int64 // requests noted by Expect and not done
+}
+
+// Expect notes a request from the moment its caller begins to prepare it
+// until the caller is done with its outcome; the caller calls the
+// returned func then. A leader yields, to let the requests being prepared
+// join its group, only while some noted request is not queued yet: a lone
+// caller commits at once.
+func (g *GroupCommit[R]) Expect() (done func()) {
+	g.active.Add(1)
+	return func() { g.active.Add(-1) }
 }
 
 // GroupStats counts what a GroupCommit has committed: Requests over Groups
@@ -91,13 +102,15 @@ func (g *GroupCommit[R]) Do(req R, commit func([]R)) error {
 // holds, then passes the slot to the first queued request not yet handed
 // one, or frees it.
 func (g *GroupCommit[R]) serve(commit func([]R)) {
-	// Let the requests on their way join: yield while each yield brings
-	// more of them (a commit's callers come back as a crowd).
+	// Let the requests on their way join: yield while some noted by
+	// Expect are not queued and each yield brings more of them (a
+	// commit's callers come back as a crowd). A lone request does not
+	// yield.
 	for seen := 0; ; {
 		g.mu.Lock()
 		n := len(g.queue)
 		g.mu.Unlock()
-		if n == seen || n >= MaxGroup {
+		if n == seen || n >= MaxGroup || int64(n) >= g.active.Load() {
 			break
 		}
 		seen = n

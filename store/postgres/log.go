@@ -106,6 +106,10 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	if after < 0 {
 		return nil, fmt.Errorf("%w: negative after", store.ErrInvalid)
 	}
+	if len(evs) > 0 && len(evs) < copyThreshold {
+		// A group being committed meanwhile waits for this one.
+		defer s.group.Expect()()
+	}
 	now := s.clock()
 	rows := make([]row, len(evs))
 	for i, ev := range evs {

@@ -45,7 +45,8 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	}
 	// Everything that does not need the thread's tail is done here, outside
 	// the writer's critical section: validation, refs, JSON, archive text,
-	// counters.
+	// counters. A group being committed meanwhile waits for it (Expect).
+	defer s.group.Expect()()
 	now := s.clock()
 	req := &appendReq{tenant: tenant, thread: thread, after: after, now: now, ps: make([]prepared, len(evs))}
 	for i, ev := range evs {
