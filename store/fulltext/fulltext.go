@@ -6,8 +6,10 @@
 package fulltext
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -572,12 +574,22 @@ const (
 // FTS5's bm25() does: n documents of N contain the phrase, tf times in this
 // one, whose length is dl tokens against an average of avgdl.
 func BM25(tf, dl int, n, N int, avgdl float64) float64 {
+	return bm25(tf, dl, idf(n, N), avgdl)
+}
+
+// idf is BM25's inverse document frequency of a phrase that n documents
+// of N contain.
+func idf(n, N int) float64 {
+	v := math.Log((float64(N) - float64(n) + 0.5) / (float64(n) + 0.5))
+	if v <= 0 {
+		v = 1e-6
+	}
+	return v
+}
+
+func bm25(tf, dl int, idf float64, avgdl float64) float64 {
 	if tf == 0 {
 		return 0
-	}
-	idf := math.Log((float64(N) - float64(n) + 0.5) / (float64(n) + 0.5))
-	if idf <= 0 {
-		idf = 1e-6
 	}
 	if avgdl <= 0 {
 		avgdl = 1
@@ -602,45 +614,254 @@ type Scored struct {
 // The candidates must be every document of the scope containing any term
 // (what Union finds): document frequencies and the average length are
 // counted over them. The caller checks Verbatim terms on the survivors.
+// It is a Tally of docs.
 func (q ParsedQuery) Rank(docs [][]string, n int) []Scored {
-	if len(docs) == 0 || len(q.Terms) == 0 {
+	t := q.Tally()
+	for _, d := range docs {
+		t.AddTerms(d)
+	}
+	return t.Rank(n)
+}
+
+// A Tally counts, in each candidate document of a search, what BM25 asks
+// of it: its length and how often each query term occurs in it. It reads
+// a document once, token by token, and keeps nothing of it but those
+// counts, so that a backend can feed it a stored body (IndexBody) as the
+// driver holds it, without splitting it into strings. A search reads
+// every token of its candidates, most of which are no query token: a
+// filter on a token's first byte and length rules most of those out, and
+// the rest are looked up by hash in a small open-addressed table of the
+// query's tokens, with no map and no string.
+type Tally struct {
+	q       ParsedQuery
+	slots   []slot      // the query's tokens by hash; len is a power of two
+	maybe   [256]uint64 // by first byte, the lengths of query tokens under 64 bytes (longer ones are always looked up)
+	phrases [][]int32   // each term's tokens, as ids (slot ids)
+	last    []int32     // the ids of the document's last tokens, a ring (-1: no query token)
+	pos     int         // tokens seen in the current document
+	lens    []int       // each document's length in tokens
+	tf      []int32     // each document's count of each term: len(q.Terms) per document
+}
+
+type slot struct {
+	tok  string // "" for an empty slot (tokens are never empty)
+	hash uint32
+	id   int32
+}
+
+// Tally returns an empty Tally for q.
+func (q ParsedQuery) Tally() *Tally {
+	n := 8
+	for _, term := range q.Terms {
+		n += 2 * len(term.Tokens)
+	}
+	size := 16
+	for size < n {
+		size *= 2
+	}
+	t := &Tally{q: q, slots: make([]slot, size), phrases: make([][]int32, len(q.Terms))}
+	ids := int32(0)
+	longest := 1
+	for j, term := range q.Terms {
+		ph := make([]int32, len(term.Tokens))
+		for i, tok := range term.Tokens {
+			h := hashToken(tok)
+			k := t.find(tok, h)
+			if t.slots[k].tok == "" {
+				t.slots[k] = slot{tok, h, ids}
+				ids++
+				t.maybe[tok[0]] |= 1 << min(len(tok), 64) // 1<<64 is 0: long tokens skip the filter
+			}
+			ph[i] = t.slots[k].id
+		}
+		t.phrases[j] = ph
+		longest = max(longest, len(ph))
+	}
+	t.last = make([]int32, longest)
+	return t
+}
+
+// hashToken is FNV-1a, as AddBody computes it while scanning a token.
+func hashToken[S string | []byte](tok S) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(tok); i++ {
+		h = (h ^ uint32(tok[i])) * 16777619
+	}
+	return h
+}
+
+// find returns the slot of tok, or the empty slot where it would go.
+func (t *Tally) find(tok string, h uint32) int {
+	mask := len(t.slots) - 1
+	for k := int(h) & mask; ; k = (k + 1) & mask {
+		if s := &t.slots[k]; s.tok == "" || s.hash == h && s.tok == tok {
+			return k
+		}
+	}
+}
+
+// id returns the id of a token of hash h, -1 if it is no query token.
+func (t *Tally) id(tok []byte, h uint32) int32 {
+	mask := len(t.slots) - 1
+	for k := int(h) & mask; ; k = (k + 1) & mask {
+		s := &t.slots[k]
+		if s.tok == "" {
+			return -1
+		}
+		if s.hash == h && s.tok == string(tok) { // no string is made for a comparison
+			return s.id
+		}
+	}
+}
+
+// Len returns the number of documents added.
+func (t *Tally) Len() int { return len(t.lens) }
+
+// AddTerms adds a document given as its index terms (IndexTerms).
+func (t *Tally) AddTerms(terms []string) {
+	t.begin()
+	n := 0
+	for _, tok := range terms {
+		n++
+		if id := t.id([]byte(tok), hashToken(tok)); id >= 0 || len(t.last) > 1 {
+			t.token(n, id)
+		}
+	}
+	t.lens[len(t.lens)-1] = n
+}
+
+// AddBody adds a document given as its IndexBody, index terms separated
+// by spaces, and reports whether it holds any term of the query.
+func (t *Tally) AddBody(body []byte) bool {
+	t.begin()
+	n := 0
+	for i := 0; i < len(body); {
+		if body[i] == ' ' {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(body) && body[j] != ' ' {
+			j++
+		}
+		n++
+		id := int32(-1)
+		if l := j - i; l >= 64 || t.maybe[body[i]]&(1<<l) != 0 {
+			id = t.id(body[i:j], hashToken(body[i:j]))
+		}
+		// A token that is no query token matters only to phrases.
+		if id >= 0 || len(t.last) > 1 {
+			t.token(n, id)
+		}
+		i = j
+	}
+	t.lens[len(t.lens)-1] = n
+	return t.holdsAny()
+}
+
+// holdsAny reports whether the last document added holds any term.
+func (t *Tally) holdsAny() bool {
+	for _, c := range t.tf[len(t.tf)-len(t.phrases):] {
+		if c > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// RemoveLast removes the last document added: a reader of every document
+// of a scope drops those that hold no term, which are not candidates.
+func (t *Tally) RemoveLast() {
+	if len(t.lens) > 0 {
+		t.lens = t.lens[:len(t.lens)-1]
+		t.tf = t.tf[:len(t.tf)-len(t.phrases)]
+	}
+}
+
+func (t *Tally) begin() {
+	t.lens = append(t.lens, 0)
+	for range t.phrases {
+		t.tf = append(t.tf, 0)
+	}
+}
+
+// token counts the current document's pos-th token (from 1), of the given
+// id: every term whose phrase ends with it, as PhraseCount does
+// (overlapping occurrences count).
+func (t *Tally) token(pos int, id int32) {
+	L := len(t.last)
+	t.last[pos%L] = id
+	if id < 0 {
+		return
+	}
+	tf := t.tf[len(t.tf)-len(t.phrases):]
+	for j, ph := range t.phrases {
+		if len(ph) > pos || ph[len(ph)-1] != id {
+			continue
+		}
+		ok := true
+		for k := 0; k < len(ph)-1; k++ {
+			if t.last[(pos-len(ph)+1+k)%L] != ph[k] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			tf[j]++
+		}
+	}
+}
+
+// Rank scores the documents added, as ParsedQuery.Rank does: those that
+// match, best first, ties in the order they were added; n is the number
+// of documents in the searched scope.
+func (t *Tally) Rank(n int) []Scored {
+	docs, terms := len(t.lens), len(t.phrases)
+	if docs == 0 || terms == 0 {
 		return nil
 	}
-	n = max(n, len(docs))
-	tf := make([][]int, len(q.Terms))
-	df := make([]int, len(q.Terms))
+	n = max(n, docs)
+	df := make([]int, terms)
 	total := 0
-	for _, d := range docs {
-		total += len(d)
-	}
-	for j, t := range q.Terms {
-		tf[j] = make([]int, len(docs))
-		for i, d := range docs {
-			if c := PhraseCount(d, t.Tokens); c > 0 {
-				tf[j][i] = c
+	for i, l := range t.lens {
+		total += l
+		for j, c := range t.tf[i*terms : (i+1)*terms] {
+			if c > 0 {
 				df[j]++
 			}
 		}
 	}
-	avgdl := float64(total) / float64(len(docs))
-	hasReq := len(q.Required()) > 0
+	avgdl := float64(total) / float64(docs)
+	idfs := make([]float64, terms)
+	for j := range idfs {
+		idfs[j] = idf(df[j], n)
+	}
+	hasReq := false
+	for _, term := range t.q.Terms {
+		hasReq = hasReq || term.Required
+	}
 	var out []Scored
-	for i, d := range docs {
+	for i, l := range t.lens {
 		ok, any := true, false
 		var score float64
-		for j, t := range q.Terms {
-			if tf[j][i] == 0 {
-				ok = ok && !t.Required
+		for j, c := range t.tf[i*terms : (i+1)*terms] {
+			if c == 0 {
+				ok = ok && !t.q.Terms[j].Required
 				continue
 			}
 			any = true
-			score += BM25(tf[j][i], len(d), df[j], n, avgdl)
+			score += bm25(int(c), l, idfs[j], avgdl)
 		}
 		if ok && (hasReq || any) {
 			out = append(out, Scored{i, score})
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool { return out[a].Score > out[b].Score })
+	slices.SortFunc(out, func(a, b Scored) int { // ties in order: a total order, so stable
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Index, b.Index)
+	})
 	return out
 }
 

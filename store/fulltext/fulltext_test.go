@@ -2,7 +2,10 @@ package fulltext
 
 import (
 	"errors"
+	"math/rand/v2"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -230,5 +233,93 @@ func TestRank(t *testing.T) {
 	req, _ := ParseQuery("INV-4401 refund")
 	if got := req.Rank([][]string{IndexTerms("refund"), IndexTerms("INV 4401 refund")}, 2); len(got) != 1 || got[0].Index != 1 {
 		t.Errorf("Rank with a required term = %+v; want doc 1 only", got)
+	}
+}
+
+// rankByDefinition is BM25 as Rank defines it, written the plain way
+// (PhraseCount of each term in each document): what Tally must equal.
+func rankByDefinition(q ParsedQuery, docs [][]string, n int) []Scored {
+	n = max(n, len(docs))
+	df := make([]int, len(q.Terms))
+	total := 0
+	for _, d := range docs {
+		total += len(d)
+		for j, t := range q.Terms {
+			if PhraseCount(d, t.Tokens) > 0 {
+				df[j]++
+			}
+		}
+	}
+	avgdl := float64(total) / float64(len(docs))
+	hasReq := len(q.Required()) > 0
+	var out []Scored
+	for i, d := range docs {
+		ok, any := true, false
+		var score float64
+		for j, t := range q.Terms {
+			tf := PhraseCount(d, t.Tokens)
+			if tf == 0 {
+				ok = ok && !t.Required
+				continue
+			}
+			any = true
+			score += BM25(tf, len(d), df[j], n, avgdl)
+		}
+		if ok && (hasReq || any) {
+			out = append(out, Scored{i, score})
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Score > out[b].Score })
+	return out
+}
+
+// TestTally: a Tally fed terms or stored bodies ranks exactly as the
+// definition does, phrases (overlapping ones too) and required terms
+// included, over random documents of a small vocabulary; AddBody says
+// whether a document holds a term, and RemoveLast forgets it.
+func TestTally(t *testing.T) {
+	long := strings.Repeat("x", 70) // past the Tally's length filter
+	vocab := []string{"refund", "invoice", "a", "self", "portrait", "inv", "4401", "lunch", "becom", "nicol", long, long[:69] + "y"}
+	queries := []string{
+		"refund invoice", `"a a"`, "self-portrait lunch", "INV-4401 refund", `read "Becoming Nicole" refund`,
+		`"a a a" refund`, "zebra", "refund refund invoice", long + " lunch",
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		docs := make([][]string, 1+rng.IntN(30))
+		for i := range docs {
+			for range rng.IntN(12) {
+				docs[i] = append(docs[i], vocab[rng.IntN(len(vocab))])
+			}
+		}
+		for _, qs := range queries {
+			q, _ := ParseQuery(qs)
+			want := rankByDefinition(q, docs, 50)
+			if got := q.Rank(docs, 50); !slices.Equal(got, want) {
+				t.Fatalf("round %d, %q: Rank = %v, want %v", round, qs, got, want)
+			}
+			ta := q.Tally()
+			for i, d := range docs {
+				if i%3 == 0 { // a document removed again leaves no trace
+					ta.AddBody([]byte("refund a a invoice"))
+					ta.RemoveLast()
+				}
+				holds := ta.AddBody([]byte(strings.Join(d, " ")))
+				if want := slices.ContainsFunc(q.Terms, func(t SearchTerm) bool { return PhraseCount(d, t.Tokens) > 0 }); holds != want {
+					t.Fatalf("round %d, %q: AddBody(%q) = %v, want %v", round, qs, d, holds, want)
+				}
+			}
+			if got := ta.Rank(50); !slices.Equal(got, want) {
+				t.Fatalf("round %d, %q: Tally of bodies = %v, want %v", round, qs, got, want)
+			}
+		}
+	}
+	// Bodies with stray spaces split as strings.Fields does.
+	q, _ := ParseQuery("refund")
+	ta := q.Tally()
+	ta.AddBody([]byte("  refund   lunch "))
+	ta.AddBody(nil)
+	if got := ta.Rank(2); len(got) != 1 || got[0].Index != 0 || ta.Len() != 2 || ta.lens[0] != 2 || ta.lens[1] != 0 {
+		t.Errorf("Tally of spaced bodies: %v, lengths %v", got, ta.lens)
 	}
 }
