@@ -34,6 +34,17 @@ import (
 //
 // Migration 4 adds events_fts_pending, the queue of index terms an Append
 // writes instead of events_fts (see log.go): rowid = events.id.
+//
+// Migration 5 makes the archive index contentless: a search reads each
+// candidate's terms, and FTS5 read them from its own content table, one
+// seek per candidate that cost as much as the match itself. Terms now live
+// in events_terms (id = events.id), read directly, and written when a
+// message is queued (a trigger on events_fts_pending, so that a small
+// thread's search, which reads events_terms and not the index, sees every
+// acknowledged message without waiting for the queue to move); events_fts
+// keeps only the index (contentless_delete: rows are deleted by rowid). A
+// trigger deletes the terms with their event. reindexTerms, in the same
+// transaction, rebuilds both from the rows.
 var migrations = []string{
 	1: `
 CREATE TABLE threads (
@@ -113,16 +124,34 @@ CREATE TABLE events_fts_pending (
 	body  TEXT NOT NULL
 );
 `,
+	5: `
+DROP TABLE events_fts;
+DELETE FROM events_fts_pending;
+CREATE VIRTUAL TABLE events_fts USING fts5 (scope, body, content = '', contentless_delete = 1,
+	tokenize = 'unicode61 remove_diacritics 0');
+INSERT INTO events_fts (events_fts, rank) VALUES ('secure-delete', 1);
+CREATE TABLE events_terms (
+	id    INTEGER PRIMARY KEY,
+	terms TEXT NOT NULL
+);
+CREATE TRIGGER events_terms_queued AFTER INSERT ON events_fts_pending BEGIN
+	INSERT INTO events_terms (id, terms) VALUES (new.id, new.body);
+END;
+CREATE TRIGGER events_terms_delete AFTER DELETE ON events BEGIN
+	DELETE FROM events_terms WHERE id = old.id;
+END;
+`,
 }
 
 // goMigrations are the steps of a migration done in Go, after its SQL, in
 // its transaction.
 var goMigrations = map[int]func(context.Context, *sql.Tx) error{
 	3: reindex,
+	5: reindexTerms,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -243,6 +272,61 @@ func reindex(ctx context.Context, tx *sql.Tx) error {
 	mrows.Close()
 	for _, m := range mems {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO memories_fts (rowid, body) VALUES (?, ?)`, m.id, m.body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reindexTerms fills the (emptied) archive index and events_terms from the
+// rows.
+func reindexTerms(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id, tenant, thread, at, message FROM events WHERE message IS NOT NULL ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	type row struct {
+		id             int64
+		tenant, thread string
+		body           string
+	}
+	var batch []row
+	for rows.Next() {
+		var (
+			r  row
+			at int64
+			js string
+		)
+		if err := rows.Scan(&r.id, &r.tenant, &r.thread, &at, &js); err != nil {
+			return err
+		}
+		m, err := backend.DecodeMessage(js)
+		if err != nil {
+			return fmt.Errorf("event %d: stored message: %w", r.id, err)
+		}
+		r.body = fulltext.IndexBody(fulltext.SearchText(*m, backend.FromNanos(at)))
+		batch = append(batch, r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows.Close()
+	fts, err := tx.PrepareContext(ctx, insertFTS)
+	if err != nil {
+		return err
+	}
+	defer fts.Close()
+	terms, err := tx.PrepareContext(ctx, `INSERT INTO events_terms (id, terms) VALUES (?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer terms.Close()
+	for _, r := range batch {
+		if _, err := fts.ExecContext(ctx, r.id, scopeTerms(r.tenant, r.thread), r.body); err != nil {
+			return err
+		}
+		if _, err := terms.ExecContext(ctx, r.id, r.body); err != nil {
 			return err
 		}
 	}

@@ -60,6 +60,10 @@ type Store struct {
 	// opens it read-only without a word and every write fails, so the
 	// health check must say so.
 	readOnly bool
+	// searchPath, when set, makes every thread's search take that path
+	// (search.go), for the tests that run the conformance suite on each.
+	searchPath searchPath
+	search     searchStmts // Search's statements, prepared on first use (search.go)
 }
 
 var _ store.Store = (*Store)(nil)

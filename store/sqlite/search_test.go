@@ -1,0 +1,146 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
+	"github.com/mnemehq/mneme/store/inmem"
+	"github.com/mnemehq/mneme/store/storetest"
+)
+
+// searchPaths are the ways a thread's search finds its candidates; each
+// must find and rank exactly what the other does.
+var searchPaths = []struct {
+	name string
+	path searchPath
+}{
+	{"index", useIndex},
+	{"read-thread", readThread},
+}
+
+func openWithPath(t *testing.T, path searchPath) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "mneme.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.searchPath = path
+	return s
+}
+
+// TestSearchPaths runs the conformance suite's searches, and LoCoMo's
+// questions against store/inmem, with every thread's search taking one
+// path.
+func TestSearchPaths(t *testing.T) {
+	for _, p := range searchPaths {
+		t.Run(p.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store { return openWithPath(t, p.path) })
+			t.Run("LoCoMoSame", func(t *testing.T) {
+				storetest.LoCoMoSame(t, openWithPath(t, p.path), inmem.New())
+			})
+		})
+	}
+}
+
+// TestMigrateIndex: a file written at schema version 4 (the index kept its
+// terms itself, and the last message still waits in its queue) opens, and
+// its messages are found as before, on both paths; messages appended
+// afterwards too, and deleting the thread leaves nothing in the index.
+func TestMigrateIndex(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v4.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= 4; v++ {
+		if err := applyMigration(ctx, db, v); err != nil {
+			t.Fatalf("migration %d: %v", v, err)
+		}
+	}
+	texts := []string{"Caroline's painting won at the show", "refund INV-4401 today", "lunch plans"}
+	if _, err := db.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens) VALUES ('acme', 't', 1, 1, ?, ?, 30)`, len(texts), len(texts)); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC)
+	for i, text := range texts {
+		m := message.NewText(message.User, text)
+		js, err := backend.EncodeMessage(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := db.ExecContext(ctx, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tokens, message) VALUES ('acme', 't', ?, 'message', ?, ?, 'user', 10, ?)`,
+			i+1, backend.Nanos(at), store.NewRef(), js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := res.LastInsertId()
+		index := insertFTS
+		if i == len(texts)-1 {
+			index = `INSERT INTO events_fts_pending (id, scope, body) VALUES (?, ?, ?)`
+		}
+		if _, err := db.ExecContext(ctx, index, id, scopeTerms("acme", "t"), fulltext.IndexBody(fulltext.SearchText(m, at))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open a version 4 file: %v", err)
+	}
+	defer s.Close()
+	m := message.NewText(message.User, "another refund")
+	if _, err := s.Append(ctx, "acme", "t", int64(len(texts)), []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range searchPaths {
+		s.searchPath = p.path
+		for _, c := range []struct {
+			q    string
+			want []int64
+		}{
+			{"painting Caroline", []int64{1}},
+			{"INV-4401", []int64{2}},
+			{"refund", []int64{2, 4}},
+			{"lunch", []int64{3}},
+		} {
+			hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: c.q, Thread: "t"})
+			var got []int64
+			for _, h := range hits {
+				got = append(got, h.Seq)
+			}
+			slices.Sort(got)
+			if err != nil || !slices.Equal(got, c.want) {
+				t.Errorf("%s: Search(%q) = seqs %v, %v; want %v", p.name, c.q, got, err, c.want)
+			}
+		}
+	}
+	counts := func() (indexed, terms int) {
+		if err := s.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events_fts), (SELECT count(*) FROM events_terms)`).Scan(&indexed, &terms); err != nil {
+			t.Fatal(err)
+		}
+		return indexed, terms
+	}
+	if indexed, terms := counts(); indexed != 4 || terms != 4 {
+		t.Errorf("%d indexed, %d terms rows; want 4 each", indexed, terms)
+	}
+	if err := s.DeleteThread(ctx, "acme", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if indexed, terms := counts(); indexed != 0 || terms != 0 {
+		t.Errorf("after DeleteThread: %d indexed, %d terms rows; want none", indexed, terms)
+	}
+}
