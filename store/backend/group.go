@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // MaxGroup bounds the requests one group commit takes, so that a long
@@ -40,8 +41,8 @@ type GroupCommit[R Grouped] struct {
 	queue   []R
 	leading int // commits in flight, at most Leaders
 
-	groups, requests atomic.Int64 // for Stats
-	active           atomic.Int64 // requests noted by Expect and not done
+	groups, requests, busy atomic.Int64 // for Stats (busy in nanoseconds)
+	active                 atomic.Int64 // requests noted by Expect and not done
 }
 
 // Expect notes a request from the moment its caller begins to prepare it
@@ -58,11 +59,15 @@ func (g *GroupCommit[R]) Expect() (done func()) {
 // is how many requests shared a commit (and so, on SQLite, one fsync).
 type GroupStats struct {
 	Groups, Requests int64
+	// Busy is the time spent in commit functions: with one commit slot
+	// (SQLite's one writer), the serial part of every append, and so the
+	// bound on the rate however many cores there are.
+	Busy time.Duration
 }
 
 // Stats returns the groups and requests committed so far.
 func (g *GroupCommit[R]) Stats() GroupStats {
-	return GroupStats{Groups: g.groups.Load(), Requests: g.requests.Load()}
+	return GroupStats{Groups: g.groups.Load(), Requests: g.requests.Load(), Busy: time.Duration(g.busy.Load())}
 }
 
 // Do queues req and returns its Err once its group has committed (or
@@ -125,7 +130,9 @@ func (g *GroupCommit[R]) serve(commit func([]R)) {
 	if len(batch) > 0 {
 		g.groups.Add(1)
 		g.requests.Add(int64(len(batch)))
+		start := time.Now()
 		commit(batch)
+		g.busy.Add(int64(time.Since(start)))
 		for _, r := range batch {
 			close(r.member().done)
 		}

@@ -311,6 +311,10 @@ func BenchmarkDurableAppend(b *testing.B) {
 					if n := g.Groups - g0.Groups; n > 0 {
 						b.ReportMetric(float64(g.Requests-g0.Requests)/float64(n), "msgs/commit")
 					}
+					// The commits' wall time per message: on SQLite (one
+					// writer) the serial part, 1e6 / it the rate no number
+					// of cores can pass.
+					b.ReportMetric(float64((g.Busy-g0.Busy).Microseconds())/float64(b.N), "commit-µs/msg")
 				}
 				// This process's CPU per message (SQLite's whole work; on
 				// PostgreSQL the client's only): what bounds the rate once
