@@ -638,7 +638,7 @@ type Tally struct {
 	maybe   [256]uint64 // by first byte, the lengths of query tokens under 64 bytes (longer ones are always looked up)
 	phrases [][]int32   // each term's tokens, as ids (slot ids)
 	last    []int32     // the ids of the document's last tokens, a ring (-1: no query token)
-	pos     int         // tokens seen in the current document
+	ids     []int32     // AddPositions' document: the id at each position (-1: no query token)
 	lens    []int       // each document's length in tokens
 	tf      []int32     // each document's count of each term: len(q.Terms) per document
 }
@@ -717,8 +717,9 @@ func (t *Tally) id(tok []byte, h uint32) int32 {
 // Len returns the number of documents added.
 func (t *Tally) Len() int { return len(t.lens) }
 
-// AddTerms adds a document given as its index terms (IndexTerms).
-func (t *Tally) AddTerms(terms []string) {
+// AddTerms adds a document given as its index terms (IndexTerms), and
+// reports whether it holds any term of the query.
+func (t *Tally) AddTerms(terms []string) bool {
 	t.begin()
 	n := 0
 	for _, tok := range terms {
@@ -728,6 +729,7 @@ func (t *Tally) AddTerms(terms []string) {
 		}
 	}
 	t.lens[len(t.lens)-1] = n
+	return t.holdsAny()
 }
 
 // AddBody adds a document given as its IndexBody, index terms separated
@@ -756,6 +758,34 @@ func (t *Tally) AddBody(body []byte) bool {
 		i = j
 	}
 	t.lens[len(t.lens)-1] = n
+	return t.holdsAny()
+}
+
+// AddPositions adds a document given as its tokens' positions (from 1),
+// in any order, as a positional index stores them: each calls add with
+// every position of the document and the token there. Its length is its
+// largest position. It reports whether the document holds any term of
+// the query.
+func (t *Tally) AddPositions(each func(add func(pos int, tok []byte))) bool {
+	t.begin()
+	ids := t.ids[:0]
+	each(func(pos int, tok []byte) {
+		for len(ids) < pos {
+			ids = append(ids, -1)
+		}
+		if l := len(tok); l > 0 && (l >= 64 || t.maybe[tok[0]]&(1<<l) != 0) {
+			if id := t.id(tok, hashToken(tok)); id >= 0 {
+				ids[pos-1] = id
+			}
+		}
+	})
+	for i, id := range ids {
+		if id >= 0 || len(t.last) > 1 {
+			t.token(i+1, id)
+		}
+	}
+	t.lens[len(t.lens)-1] = len(ids)
+	t.ids = ids
 	return t.holdsAny()
 }
 

@@ -275,8 +275,9 @@ func rankByDefinition(q ParsedQuery, docs [][]string, n int) []Scored {
 
 // TestTally: a Tally fed terms or stored bodies ranks exactly as the
 // definition does, phrases (overlapping ones too) and required terms
-// included, over random documents of a small vocabulary; AddBody says
-// whether a document holds a term, and RemoveLast forgets it.
+// included, over random documents of a small vocabulary, fed as terms, as
+// bodies or as positions; AddBody says whether a document holds a term,
+// and RemoveLast forgets it.
 func TestTally(t *testing.T) {
 	long := strings.Repeat("x", 70) // past the Tally's length filter
 	vocab := []string{"refund", "invoice", "a", "self", "portrait", "inv", "4401", "lunch", "becom", "nicol", long, long[:69] + "y"}
@@ -311,6 +312,17 @@ func TestTally(t *testing.T) {
 			}
 			if got := ta.Rank(50); !slices.Equal(got, want) {
 				t.Fatalf("round %d, %q: Tally of bodies = %v, want %v", round, qs, got, want)
+			}
+			tp := q.Tally()
+			for _, d := range docs { // positions in reverse order, as a positional index may give them
+				tp.AddPositions(func(add func(int, []byte)) {
+					for i := len(d) - 1; i >= 0; i-- {
+						add(i+1, []byte(d[i]))
+					}
+				})
+			}
+			if got := tp.Rank(50); !slices.Equal(got, want) {
+				t.Fatalf("round %d, %q: Tally of positions = %v, want %v", round, qs, got, want)
 			}
 		}
 	}

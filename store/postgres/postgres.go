@@ -51,6 +51,9 @@ type Store struct {
 	now       func() time.Time
 	group     backend.GroupCommit[*appendReq] // group commit of Appends (log.go)
 	closeOnce sync.Once
+	// searchPath, when set, makes every thread's search take that path
+	// (search.go), for the tests that run the conformance suite on each.
+	searchPath searchPath
 }
 
 var (

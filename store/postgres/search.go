@@ -196,17 +196,23 @@ func (r row) indexed(tenant, thread string) string {
 
 // docTerms rebuilds a document's index terms, in order, from the tsvector
 // literal indexTerms wrote (exact documents only), without scope lexemes.
-func docTerms(lit string) []string { return docTermsOf([]byte(lit), nil) }
+func docTerms(lit string) []string {
+	var seq []string
+	eachPosition([]byte(lit), func(pos int, tok []byte) {
+		for len(seq) < pos {
+			seq = append(seq, "")
+		}
+		seq[pos-1] = string(tok)
+	})
+	return seq
+}
 
-// docTermsOf is docTerms over the literal's bytes as the driver holds
-// them, keeping only the tokens of keep (as keep's own strings, so that a
-// candidate costs no string of its own): every other position is "". The
-// sequence keeps its length, so phrase counts and document lengths, all
-// BM25 asks of it, are docTerms'. A nil keep keeps every token. It runs on
-// every candidate of a search, so it scans the literal once without
-// splitting it: 'tok':1,5 'next':2 '#t…' '#h…'.
-func docTermsOf(lit []byte, keep map[string]string) []string {
-	seq := make([]string, 0, bytes.Count(lit, []byte{','})+bytes.Count(lit, []byte{':'}))
+// eachPosition calls add with every position of a tsvector literal, as
+// indexTerms writes it and the driver holds it, and its lexeme, but for
+// scope lexemes (which have none): 'tok':1,5 'next':2 '#t…' '#h…'. It runs
+// on every candidate of a search, so it scans the literal once without
+// splitting it or making strings.
+func eachPosition(lit []byte, add func(pos int, tok []byte)) {
 	for i := 0; i < len(lit); {
 		if lit[i] != '\'' {
 			i++
@@ -214,18 +220,12 @@ func docTermsOf(lit []byte, keep map[string]string) []string {
 		}
 		end := bytes.IndexByte(lit[i+1:], '\'')
 		if end < 0 {
-			break
+			return
 		}
 		raw := lit[i+1 : i+1+end]
 		i += end + 2
-		if i >= len(lit) || lit[i] != ':' || (len(raw) > 0 && raw[0] == '#') {
+		if i >= len(lit) || lit[i] != ':' {
 			continue
-		}
-		var tok string
-		if keep != nil {
-			tok = keep[string(raw)] // "" when the query does not hold it
-		} else {
-			tok = string(raw)
 		}
 		i++
 		for i < len(lit) {
@@ -235,10 +235,7 @@ func docTermsOf(lit []byte, keep map[string]string) []string {
 				i++
 			}
 			if p >= 1 {
-				for len(seq) < p {
-					seq = append(seq, "")
-				}
-				seq[p-1] = tok
+				add(p, raw)
 			}
 			if i >= len(lit) || lit[i] != ',' {
 				break
@@ -246,15 +243,37 @@ func docTermsOf(lit []byte, keep map[string]string) []string {
 			i++
 		}
 	}
-	return seq
 }
 
-// Search implements store.Archive. The GIN index finds the candidates,
-// every document of the scope (the thread, or the tenant) containing any
-// term, with the scope's document count in the same statement (one snapshot); fulltext.ParsedQuery.Rank scores them by
-// BM25 with the scope's statistics (never another tenant's), and each is
-// checked in Go, best first (verbatim identifiers; everything for lossy
-// documents) until Limit hits are found.
+// A thread's search reads the thread's rows without the GIN index when
+// the thread is small: testing the tsquery on a row (detoasting its
+// tsvector) costs several times what reading the row's terms does, and a
+// natural-language query (auto-recall's) finds most of a thread. Past
+// these sizes the index finds the documents that hold a term. The same
+// limits as store/sqlite's.
+const (
+	scanMessages = 2_000
+	scanTokens   = 100_000
+)
+
+// searchPath is how a thread's search finds its candidates.
+type searchPath int
+
+const (
+	bySize     searchPath = iota // readThread when the thread is small, else useIndex
+	useIndex                     // the GIN index
+	readThread                   // every message of the thread
+)
+
+// Search implements store.Archive. The candidates are every document of
+// the scope (the thread, or the tenant) containing any term: the GIN index
+// finds them, or, in a small thread, every message of the thread is read
+// and those without a term dropped; the scope's document count comes in
+// the same statement (one snapshot). A fulltext.Tally reads each
+// candidate's positions from its terms literal and ranks them by BM25 with
+// the scope's statistics (never another tenant's), and each is checked in
+// Go, best first (verbatim identifiers; everything for lossy documents)
+// until Limit hits are found.
 func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
 	if err := backend.CheckSearch(tenant, q); err != nil {
 		return nil, err
@@ -281,17 +300,13 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		return "'" + scope + "' & (" + pq.Union(func(t fulltext.SearchTerm) string { return lexemes(t, op) }, " | ") + ")"
 	}
 	args := []any{union(false), tenant, union(true)}
-	// Shaped so that the planner can OR the GIN index with the partial
-	// index on lossy documents.
-	where := []string{"e.tenant = $2", "(e.tsv @@ $1::tsquery OR (e.lossy > 0 AND (e.lossy = 2 OR e.tsv @@ $3::tsquery)))"}
+	var where []string
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, fmt.Sprintf(cond, len(args)))
 	}
-	count := `(SELECT COALESCE(SUM(messages), 0)::bigint FROM threads WHERE tenant = $2)`
 	if q.Thread != "" {
 		add("e.thread = $%d", q.Thread)
-		count = fmt.Sprintf(`(SELECT COALESCE(SUM(messages), 0)::bigint FROM threads WHERE tenant = $2 AND id = $%d)`, len(args))
 	}
 	if q.Role != "" {
 		add("e.role = $%d", string(q.Role))
@@ -311,54 +326,74 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	if !q.Until.IsZero() {
 		add("e.at <= $%d", backend.Nanos(q.Until))
 	}
-	// One statement finds the candidates and the scope's document count
-	// (every message event is indexed), so both come from one snapshot
-	// and one round trip: on a loaded machine each round trip costs more
-	// than the index scan. The candidates carry their terms, not their
-	// text (bodies can be megabytes), but for lossy documents, whose terms
-	// are incomplete.
-	sqlText := `SELECT ` + count + `, e.thread, e.seq, e.ref, e.role, e.tool, e.at, e.lossy, e.terms,
-			CASE WHEN e.lossy > 0 THEN e.message END
-		FROM events e WHERE ` + strings.Join(where, " AND ") + ` ORDER BY e.thread, e.seq`
+	// The candidates carry their terms, not their text (bodies can be
+	// megabytes), but for lossy documents, whose terms are incomplete.
+	// Shaped so that the planner can OR the GIN index with the partial
+	// index on lossy documents.
+	const cols = `e.thread, e.seq, e.ref, e.at, e.lossy, e.terms, CASE WHEN e.lossy > 0 THEN e.message END`
+	match := "(e.tsv @@ $1::tsquery OR (e.lossy > 0 AND (e.lossy = 2 OR e.tsv @@ $3::tsquery)))"
+	filters := strings.Join(append([]string{"e.tenant = $2"}, where...), " AND ")
+	var sqlText string
+	if q.Thread == "" {
+		sqlText = `SELECT (SELECT COALESCE(SUM(messages), 0)::bigint FROM threads WHERE tenant = $2), ` + cols + `
+			FROM events e WHERE ` + filters + ` AND ` + match + ` ORDER BY e.thread, e.seq`
+	} else {
+		// One statement, two branches, of which the thread's size (a
+		// one-time filter) runs one: all its messages, or the index's
+		// candidates. Every message event is indexed: the thread's count
+		// of messages is its count of documents.
+		small := fmt.Sprintf("(SELECT messages <= %d AND tokens <= %d FROM scope)", scanMessages, scanTokens)
+		switch s.searchPath {
+		case useIndex:
+			small = "false"
+		case readThread:
+			small = "true"
+		}
+		sqlText = `WITH scope AS MATERIALIZED (SELECT messages, tokens FROM threads WHERE tenant = $2 AND id = $4)
+			SELECT (SELECT messages FROM scope), ` + cols + ` FROM events e
+				WHERE ` + filters + ` AND e.message IS NOT NULL AND ` + small + `
+			UNION ALL
+			SELECT (SELECT messages FROM scope), ` + cols + ` FROM events e
+				WHERE ` + filters + ` AND ` + match + ` AND NOT ` + small + `
+			ORDER BY 3`
+	}
 
+	// A candidate is kept small: a search may have thousands, and only a
+	// page of them become hits (the texts' query reads the rest).
 	type cand struct {
-		hit  store.Hit
-		text *string // SearchText, once read
+		thread, ref string
+		seq, at     int64
+		text        *string // SearchText, once read
 	}
 	var (
 		n     int64
 		cands []cand
-		docs  [][]string
 	)
-	keep := map[string]string{}
-	for _, t := range pq.Terms {
-		for _, tok := range t.Tokens {
-			keep[tok] = tok
-		}
-	}
+	tally := pq.Tally()
 	rows, err := s.pool.Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, dbErr("search", err)
 	}
+	var (
+		c        cand
+		thread   []byte // the thread's name, read in place
+		lossy    int16
+		lossyMsg *string
+	)
 	for rows.Next() {
-		var (
-			c         cand
-			ref, tool *string
-			role      string
-			at        int64
-			lossy     int16
-			lossyMsg  *string
-		)
-		// terms is read in place (RawValues: valid until the next row),
-		// not copied into a string of its own.
-		if err := rows.Scan(&n, &c.hit.Thread, &c.hit.Seq, &ref, &role, &tool, &at, &lossy, nil, &lossyMsg); err != nil {
+		// thread and terms are read in place (RawValues: valid until the
+		// next row), not copied into strings of their own: candidates come
+		// a thread at a time, and only the query's tokens of terms count.
+		if err := rows.Scan(&n, nil, &c.seq, &c.ref, &c.at, &lossy, nil, &lossyMsg); err != nil {
 			rows.Close()
 			return nil, dbErr("search", err)
 		}
-		c.hit.Ref, c.hit.Role, c.hit.At, c.hit.Tool = deref(ref), message.Role(role), backend.FromNanos(at), deref(tool)
-		d := docTermsOf(rows.RawValues()[8], keep)
+		if raw := rows.RawValues()[1]; c.thread == "" || !bytes.Equal(raw, thread) {
+			c.thread, thread = string(raw), append(thread[:0], raw...)
+		}
+		c.text = nil
 		if lossy != exact {
-			text, err := searchText(lossyMsg, c.hit)
+			text, err := searchText(lossyMsg, store.Hit{Thread: c.thread, Seq: c.seq, At: backend.FromNanos(c.at)})
 			if err != nil {
 				rows.Close()
 				return nil, err
@@ -366,10 +401,13 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 			if !matchesFully(pq, text) {
 				continue
 			}
-			c.text, d = &text, fulltext.IndexTerms(text)
+			c.text = &text
+			tally.AddTerms(fulltext.IndexTerms(text))
+		} else if lit := rows.RawValues()[6]; !tally.AddPositions(func(add func(int, []byte)) { eachPosition(lit, add) }) {
+			tally.RemoveLast() // no term: not a candidate (only reading a thread finds these)
+			continue
 		}
 		cands = append(cands, c)
-		docs = append(docs, d)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -382,52 +420,60 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	// thread deleted and written again meanwhile reuses seqs, not refs),
 	// and a candidate whose event is gone is no hit.
 	var hits []store.Hit
-	ranked := pq.Rank(docs, int(n))
+	ranked := tally.Rank(int(n))
 	for start := 0; start < len(ranked) && len(hits) < limit; {
 		end := min(len(ranked), start+limit-len(hits)+2)
 		var threads []string
 		var seqs []int64
 		for _, r := range ranked[start:end] {
-			if c := &cands[r.Index]; c.text == nil {
-				threads, seqs = append(threads, c.hit.Thread), append(seqs, c.hit.Seq)
-			}
+			c := &cands[r.Index]
+			threads, seqs = append(threads, c.thread), append(seqs, c.seq)
 		}
-		type stored struct{ ref, js string }
-		texts := map[[2]string]stored{}
-		if len(seqs) > 0 {
-			rows, err := s.pool.Query(ctx, `SELECT e.thread, e.seq, e.ref, e.message FROM events e
-				JOIN unnest($2::text[], $3::bigint[]) AS w(thread, seq) ON e.thread = w.thread AND e.seq = w.seq
-				WHERE e.tenant = $1`, tenant, threads, seqs)
-			if err != nil {
+		type key struct {
+			thread string
+			seq    int64
+		}
+		type stored struct {
+			hit store.Hit
+			js  *string
+		}
+		texts := map[key]stored{}
+		rows, err := s.pool.Query(ctx, `SELECT e.thread, e.seq, e.ref, e.role, e.tool, e.at, CASE WHEN e.lossy = 0 THEN e.message END FROM events e
+			JOIN unnest($2::text[], $3::bigint[]) AS w(thread, seq) ON e.thread = w.thread AND e.seq = w.seq
+			WHERE e.tenant = $1`, tenant, threads, seqs)
+		if err != nil {
+			return nil, dbErr("search", err)
+		}
+		for rows.Next() {
+			var (
+				st        stored
+				ref, tool *string
+				role      string
+				at        int64
+			)
+			if err := rows.Scan(&st.hit.Thread, &st.hit.Seq, &ref, &role, &tool, &at, &st.js); err != nil {
+				rows.Close()
 				return nil, dbErr("search", err)
 			}
-			for rows.Next() {
-				var (
-					h       store.Hit
-					ref, js *string
-				)
-				if err := rows.Scan(&h.Thread, &h.Seq, &ref, &js); err != nil {
-					rows.Close()
-					return nil, dbErr("search", err)
-				}
-				texts[[2]string{h.Thread, strconv.FormatInt(h.Seq, 10)}] = stored{deref(ref), deref(js)}
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return nil, dbErr("search", err)
-			}
+			st.hit.Ref, st.hit.Role, st.hit.Tool, st.hit.At = deref(ref), message.Role(role), deref(tool), backend.FromNanos(at)
+			texts[key{st.hit.Thread, st.hit.Seq}] = st
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, dbErr("search", err)
 		}
 		for _, r := range ranked[start:end] {
 			if len(hits) == limit {
 				break
 			}
 			c := cands[r.Index]
+			st, ok := texts[key{c.thread, c.seq}]
+			if !ok || st.hit.Ref != c.ref {
+				continue
+			}
+			h := st.hit
 			if c.text == nil {
-				st, ok := texts[[2]string{c.hit.Thread, strconv.FormatInt(c.hit.Seq, 10)}]
-				if !ok || st.ref != c.hit.Ref {
-					continue
-				}
-				text, err := searchText(&st.js, c.hit)
+				text, err := searchText(st.js, h)
 				if err != nil {
 					return nil, err
 				}
@@ -436,9 +482,9 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 			if !pq.MatchesVerbatim(*c.text) {
 				continue
 			}
-			c.hit.Snippet = fulltext.Snippet(*c.text, pq, 0)
-			c.hit.Score = max(r.Score, minScore)
-			hits = append(hits, c.hit)
+			h.Snippet = fulltext.Snippet(*c.text, pq, 0)
+			h.Score = max(r.Score, minScore)
+			hits = append(hits, h)
 		}
 		start = end
 	}

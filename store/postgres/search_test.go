@@ -1,12 +1,18 @@
 package postgres
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/fulltext"
+	"github.com/mnemehq/mneme/store/inmem"
+	"github.com/mnemehq/mneme/store/postgres/pgtest"
+	"github.com/mnemehq/mneme/store/storetest"
 )
 
 func TestIndexTerms(t *testing.T) {
@@ -90,35 +96,64 @@ func TestDocTerms(t *testing.T) {
 	}
 }
 
-// A search reads candidates' terms keeping only the query's tokens: the
-// sequence has docTerms' length and the same phrase counts for every
-// term of the query, which is all BM25 asks of it.
-func TestDocTermsKeepsWhatRankingReads(t *testing.T) {
-	text := "the payment gateway timeout hit the payment gateway again, gateway payment"
-	terms, _ := indexTerms(text)
-	lit := row{terms: terms, msg: &message.Message{}}.indexed("acme", "t1")
+// A search reads candidates' positions from their terms literal
+// (eachPosition into a fulltext.Tally): it ranks them as it ranks their
+// terms.
+func TestPositionsRankAsTerms(t *testing.T) {
+	texts := []string{
+		"the payment gateway timeout hit the payment gateway again, gateway payment",
+		"nothing of the query here",
+		"payment",
+		strings.Repeat("gateway w ", 100) + "payment gateway",
+	}
 	for _, q := range []string{"payment gateway", `"payment gateway"`, "gateway timeout refund", "nothing here"} {
 		pq, err := fulltext.ParseQuery(q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		keep := map[string]string{}
-		for _, term := range pq.Terms {
-			for _, tok := range term.Tokens {
-				keep[tok] = tok
-			}
+		tally := pq.Tally()
+		var docs [][]string
+		for _, text := range texts {
+			terms, _ := indexTerms(text)
+			lit := []byte(row{terms: terms, msg: &message.Message{}}.indexed("acme", "t1"))
+			tally.AddPositions(func(add func(int, []byte)) { eachPosition(lit, add) })
+			docs = append(docs, fulltext.IndexTerms(text))
 		}
-		full, kept := docTerms(lit), docTermsOf([]byte(lit), keep)
-		if len(kept) != len(full) {
-			t.Errorf("%q: %d positions kept, %d in the document", q, len(kept), len(full))
+		if got, want := tally.Rank(10), pq.Rank(docs, 10); !slices.Equal(got, want) {
+			t.Errorf("%q: from positions %v, from terms %v", q, got, want)
 		}
-		for _, term := range pq.Terms {
-			if a, b := fulltext.PhraseCount(full, term.Tokens), fulltext.PhraseCount(kept, term.Tokens); a != b {
-				t.Errorf("%q: term %v counted %d times in what is kept, %d in the document", q, term.Tokens, b, a)
-			}
+	}
+}
+
+// searchPaths are the ways a thread's search finds its candidates; each
+// must find and rank exactly what the other does.
+var searchPaths = []struct {
+	name string
+	path searchPath
+}{
+	{"index", useIndex},
+	{"read-thread", readThread},
+}
+
+// TestSearchPaths runs the conformance suite's searches, and LoCoMo's
+// questions against store/inmem, with every thread's search taking one
+// path.
+func TestSearchPaths(t *testing.T) {
+	open := func(t *testing.T, path searchPath) *Store {
+		s, err := Open(context.Background(), pgtest.DSN(t, "mneme_t"))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := pq.Rank([][]string{kept}, 10); len(got) != len(pq.Rank([][]string{full}, 10)) {
-			t.Errorf("%q: ranked differently", q)
-		}
+		t.Cleanup(func() { s.Close() })
+		s.searchPath = path
+		return s
+	}
+	for _, p := range searchPaths {
+		t.Run(p.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store { return open(t, p.path) })
+			t.Run("LoCoMoSame", func(t *testing.T) {
+				storetest.LoCoMoSame(t, open(t, p.path), inmem.New())
+			})
+		})
 	}
 }
