@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -505,11 +504,11 @@ func searchText(js *string, h store.Hit) (string, error) {
 	if js == nil {
 		return "", fmt.Errorf("event %s/%d: no stored message", h.Thread, h.Seq)
 	}
-	var m message.Message
-	if err := json.Unmarshal([]byte(*js), &m); err != nil {
+	m, err := backend.DecodeMessage(*js)
+	if err != nil {
 		return "", fmt.Errorf("event %s/%d: stored message: %w", h.Thread, h.Seq, err)
 	}
-	return fulltext.SearchText(m, h.At), nil
+	return fulltext.SearchText(*m, h.At), nil
 }
 
 func deref(p *string) string {
