@@ -638,7 +638,6 @@ type Tally struct {
 	maybe   [256]uint64 // by first byte, the lengths of query tokens under 64 bytes (longer ones are always looked up)
 	phrases [][]int32   // each term's tokens, as ids (slot ids)
 	last    []int32     // the ids of the document's last tokens, a ring (-1: no query token)
-	ids     []int32     // AddPositions' document: the id at each position (-1: no query token)
 	lens    []int       // each document's length in tokens
 	tf      []int32     // each document's count of each term: len(q.Terms) per document
 }
@@ -761,31 +760,26 @@ func (t *Tally) AddBody(body []byte) bool {
 	return t.holdsAny()
 }
 
-// AddPositions adds a document given as its tokens' positions (from 1),
-// in any order, as a positional index stores them: each calls add with
-// every position of the document and the token there. Its length is its
-// largest position. It reports whether the document holds any term of
-// the query.
-func (t *Tally) AddPositions(each func(add func(pos int, tok []byte))) bool {
+// TokenID returns the id of tok among the query's tokens, -1 if it is
+// none of them: what AddIDs takes. A backend whose index stores each
+// token once with its positions looks it up once, not at each position.
+func (t *Tally) TokenID(tok []byte) int32 {
+	if l := len(tok); l == 0 || l < 64 && t.maybe[tok[0]]&(1<<l) == 0 {
+		return -1
+	}
+	return t.id(tok, hashToken(tok))
+}
+
+// AddIDs adds a document given as the TokenID of each of its tokens, in
+// order, and reports whether it holds any term of the query.
+func (t *Tally) AddIDs(ids []int32) bool {
 	t.begin()
-	ids := t.ids[:0]
-	each(func(pos int, tok []byte) {
-		for len(ids) < pos {
-			ids = append(ids, -1)
-		}
-		if l := len(tok); l > 0 && (l >= 64 || t.maybe[tok[0]]&(1<<l) != 0) {
-			if id := t.id(tok, hashToken(tok)); id >= 0 {
-				ids[pos-1] = id
-			}
-		}
-	})
 	for i, id := range ids {
 		if id >= 0 || len(t.last) > 1 {
 			t.token(i+1, id)
 		}
 	}
 	t.lens[len(t.lens)-1] = len(ids)
-	t.ids = ids
 	return t.holdsAny()
 }
 

@@ -276,7 +276,7 @@ func rankByDefinition(q ParsedQuery, docs [][]string, n int) []Scored {
 // TestTally: a Tally fed terms or stored bodies ranks exactly as the
 // definition does, phrases (overlapping ones too) and required terms
 // included, over random documents of a small vocabulary, fed as terms, as
-// bodies or as positions; AddBody says whether a document holds a term,
+// bodies or as token ids; AddBody says whether a document holds a term,
 // and RemoveLast forgets it.
 func TestTally(t *testing.T) {
 	long := strings.Repeat("x", 70) // past the Tally's length filter
@@ -314,15 +314,15 @@ func TestTally(t *testing.T) {
 				t.Fatalf("round %d, %q: Tally of bodies = %v, want %v", round, qs, got, want)
 			}
 			tp := q.Tally()
-			for _, d := range docs { // positions in reverse order, as a positional index may give them
-				tp.AddPositions(func(add func(int, []byte)) {
-					for i := len(d) - 1; i >= 0; i-- {
-						add(i+1, []byte(d[i]))
-					}
-				})
+			for _, d := range docs { // token by token, positions filled in reverse as an index may give them
+				ids := make([]int32, len(d))
+				for i := len(d) - 1; i >= 0; i-- {
+					ids[i] = tp.TokenID([]byte(d[i]))
+				}
+				tp.AddIDs(ids)
 			}
 			if got := tp.Rank(50); !slices.Equal(got, want) {
-				t.Fatalf("round %d, %q: Tally of positions = %v, want %v", round, qs, got, want)
+				t.Fatalf("round %d, %q: Tally of ids = %v, want %v", round, qs, got, want)
 			}
 		}
 	}

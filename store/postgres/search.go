@@ -196,22 +196,43 @@ func (r row) indexed(tenant, thread string) string {
 // docTerms rebuilds a document's index terms, in order, from the tsvector
 // literal indexTerms wrote (exact documents only), without scope lexemes.
 func docTerms(lit string) []string {
-	var seq []string
-	eachPosition([]byte(lit), func(pos int, tok []byte) {
+	var (
+		seq []string
+		lex string
+	)
+	eachLexeme([]byte(lit), func(tok []byte) { lex = string(tok) }, func(pos int) {
 		for len(seq) < pos {
 			seq = append(seq, "")
 		}
-		seq[pos-1] = string(tok)
+		seq[pos-1] = lex
 	})
 	return seq
 }
 
-// eachPosition calls add with every position of a tsvector literal, as
-// indexTerms writes it and the driver holds it, and its lexeme, but for
-// scope lexemes (which have none): 'tok':1,5 'next':2 '#t…' '#h…'. It runs
-// on every candidate of a search, so it scans the literal once without
-// splitting it or making strings.
-func eachPosition(lit []byte, add func(pos int, tok []byte)) {
+// docIDs fills ids with the fulltext.Tally token id at each position of a
+// tsvector literal (-1 for a token no query holds) and returns it: a
+// candidate's document as AddIDs takes it. Each lexeme is looked up once.
+// (The text literal, not the tsvector: PostgreSQL sends the terms column
+// as it is, while the binary form of tsv costs the server twice as much,
+// and the client more bytes.)
+func docIDs(lit []byte, tally *fulltext.Tally, ids []int32) []int32 {
+	ids = ids[:0]
+	var id int32
+	eachLexeme(lit, func(tok []byte) { id = tally.TokenID(tok) }, func(pos int) {
+		for len(ids) < pos {
+			ids = append(ids, -1)
+		}
+		ids[pos-1] = id
+	})
+	return ids
+}
+
+// eachLexeme calls lexeme with every lexeme of a tsvector literal, as
+// indexTerms writes it and the driver holds it, but for scope lexemes
+// (which have no positions), then at with each of its positions: 'tok':1,5
+// 'next':2 '#t…' '#h…'. It runs on every candidate of a search, so it
+// scans the literal once without splitting it or making strings.
+func eachLexeme(lit []byte, lexeme func(tok []byte), at func(pos int)) {
 	for i := 0; i < len(lit); {
 		if lit[i] != '\'' {
 			i++
@@ -226,6 +247,7 @@ func eachPosition(lit []byte, add func(pos int, tok []byte)) {
 		if i >= len(lit) || lit[i] != ':' {
 			continue
 		}
+		lexeme(raw)
 		i++
 		for i < len(lit) {
 			p := 0
@@ -234,7 +256,7 @@ func eachPosition(lit []byte, add func(pos int, tok []byte)) {
 				i++
 			}
 			if p >= 1 {
-				add(p, raw)
+				at(p)
 			}
 			if i >= len(lit) || lit[i] != ',' {
 				break
@@ -378,11 +400,12 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		thread   []byte // the thread's name, read in place
 		lossy    int16
 		lossyMsg *string
+		ids      []int32 // a candidate's tokens (docIDs)
 	)
 	for rows.Next() {
 		// thread and terms are read in place (RawValues: valid until the
-		// next row), not copied into strings of their own: candidates come
-		// a thread at a time, and only the query's tokens of terms count.
+		// next row), not copied: candidates come a thread at a time, and
+		// only the query's tokens of terms count.
 		if err := rows.Scan(&n, nil, &c.seq, &c.ref, &c.at, &lossy, nil, &lossyMsg); err != nil {
 			rows.Close()
 			return nil, dbErr("search", err)
@@ -402,7 +425,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 			}
 			c.text = &text
 			tally.AddTerms(fulltext.IndexTerms(text))
-		} else if lit := rows.RawValues()[6]; !tally.AddPositions(func(add func(int, []byte)) { eachPosition(lit, add) }) {
+		} else if ids = docIDs(rows.RawValues()[6], tally, ids); !tally.AddIDs(ids) {
 			tally.RemoveLast() // no term: not a candidate (only reading a thread finds these)
 			continue
 		}

@@ -96,10 +96,9 @@ func TestDocTerms(t *testing.T) {
 	}
 }
 
-// A search reads candidates' positions from their terms literal
-// (eachPosition into a fulltext.Tally): it ranks them as it ranks their
-// terms.
-func TestPositionsRankAsTerms(t *testing.T) {
+// A search reads candidates' token ids from their terms literal (docIDs
+// into a fulltext.Tally): it ranks them as it ranks their terms.
+func TestTermsRankAsTerms(t *testing.T) {
 	texts := []string{
 		"the payment gateway timeout hit the payment gateway again, gateway payment",
 		"nothing of the query here",
@@ -116,11 +115,15 @@ func TestPositionsRankAsTerms(t *testing.T) {
 		for _, text := range texts {
 			terms, _ := indexTerms(text)
 			lit := []byte(row{terms: terms, msg: &message.Message{}}.indexed("acme", "t1"))
-			tally.AddPositions(func(add func(int, []byte)) { eachPosition(lit, add) })
+			if ids := docIDs(lit, tally, nil); len(ids) != len(fulltext.IndexTerms(text)) {
+				t.Errorf("%.20q: %d positions, want %d", text, len(ids), len(fulltext.IndexTerms(text)))
+			} else {
+				tally.AddIDs(ids)
+			}
 			docs = append(docs, fulltext.IndexTerms(text))
 		}
 		if got, want := tally.Rank(10), pq.Rank(docs, 10); !slices.Equal(got, want) {
-			t.Errorf("%q: from positions %v, from terms %v", q, got, want)
+			t.Errorf("%q: from the literals %v, from the terms %v", q, got, want)
 		}
 	}
 }
