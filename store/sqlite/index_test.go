@@ -135,3 +135,38 @@ func TestDeleteEmptiesTheQueue(t *testing.T) {
 		t.Errorf("the new message: hits in %v, want [kept]", got)
 	}
 }
+
+// TestDeleteErasesIndexedTerms: a thread whose messages already moved
+// into the archive index (a search moved them) leaves none of their terms
+// in the file once deleted and purged. The index is contentless: a delete
+// alone only tombstones its rows.
+func TestDeleteErasesIndexedTerms(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mneme.db")
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 5 {
+		appendText(t, s, "doomed", int64(i), "the vault word is qzplugh4242")
+	}
+	appendText(t, s, "kept", 0, "an innocent bystander")
+	if got := searchThreads(t, s, "qzplugh4242"); len(got) == 0 {
+		t.Fatal("the doomed thread is not found before the delete")
+	}
+	if q := queued(t, path); q != 0 {
+		t.Fatalf("%d messages still queued after a search: the test would not exercise the index", q)
+	}
+	if err := s.DeleteThread(context.Background(), "acme", "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if filesContain(t, path, [][]byte{[]byte("qzplugh4242")}) {
+		t.Error("a deleted thread's terms are still in the database files")
+	}
+	if got := searchThreads(t, s, "bystander"); len(got) != 1 {
+		t.Errorf("the kept thread: %v", got)
+	}
+}
