@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mnemehq/mneme/message"
@@ -567,29 +566,14 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 		return err
 	}
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		indexed := false
 		for _, q := range []string{
 			`DELETE FROM snapshots WHERE tenant = ? AND thread = ?`,
 			`DELETE FROM events_fts WHERE rowid IN (SELECT id FROM events WHERE tenant = ? AND thread = ?)`,
 			`DELETE FROM events_fts_pending WHERE id IN (SELECT id FROM events WHERE tenant = ? AND thread = ?)`,
 			`DELETE FROM events WHERE tenant = ? AND thread = ?`,
 		} {
-			res, err := tx.ExecContext(ctx, q, tenant, thread)
-			if err != nil {
+			if _, err := tx.ExecContext(ctx, q, tenant, thread); err != nil {
 				return fmt.Errorf("sqlite: delete thread: %w", err)
-			}
-			if n, _ := res.RowsAffected(); n > 0 && strings.HasPrefix(q, "DELETE FROM events_fts WHERE") {
-				indexed = true
-			}
-		}
-		if indexed {
-			// The archive index is contentless (schema 5): a delete only
-			// tombstones the rows, and their terms stay in the index's
-			// segments until these are merged. Erasure must not wait for
-			// that: 'optimize' rewrites the index without them, at a cost
-			// that grows with the whole archive.
-			if _, err := tx.ExecContext(ctx, `INSERT INTO events_fts (events_fts) VALUES ('optimize')`); err != nil {
-				return fmt.Errorf("sqlite: delete thread: index: %w", err)
 			}
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM threads WHERE tenant = ? AND id = ?`, tenant, thread)

@@ -45,6 +45,14 @@ import (
 // keeps only the index (contentless_delete: rows are deleted by rowid). A
 // trigger deletes the terms with their event. reindexTerms, in the same
 // transaction, rebuilds both from the rows.
+//
+// Migration 6 gives events_fts its content back (the terms, as version 4
+// had them), events_terms staying what searches read: a contentless
+// FTS5 table deletes a row by marking its rowid, and the deleted thread's
+// terms stayed in the index's pages until segments merged, while with its
+// content FTS5 knows which entries to remove, and secure-delete overwrites
+// them at once (DeleteThread leaves nothing behind). fillIndex, in the
+// same transaction, indexes what events_terms holds but the queue.
 var migrations = []string{
 	1: `
 CREATE TABLE threads (
@@ -141,6 +149,11 @@ CREATE TRIGGER events_terms_delete AFTER DELETE ON events BEGIN
 	DELETE FROM events_terms WHERE id = old.id;
 END;
 `,
+	6: `
+DROP TABLE events_fts;
+CREATE VIRTUAL TABLE events_fts USING fts5 (scope, body, tokenize = 'unicode61 remove_diacritics 0');
+INSERT INTO events_fts (events_fts, rank) VALUES ('secure-delete', 1);
+`,
 }
 
 // goMigrations are the steps of a migration done in Go, after its SQL, in
@@ -148,10 +161,11 @@ END;
 var goMigrations = map[int]func(context.Context, *sql.Tx) error{
 	3: reindex,
 	5: reindexTerms,
+	6: fillIndex,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -327,6 +341,45 @@ func reindexTerms(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 		if _, err := terms.ExecContext(ctx, r.id, r.body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillIndex fills the (new, empty) archive index from events_terms, but
+// for the messages still queued (the queue moves them).
+func fillIndex(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT t.id, e.tenant, e.thread, t.terms FROM events_terms t JOIN events e ON e.id = t.id
+		WHERE t.id NOT IN (SELECT id FROM events_fts_pending) ORDER BY t.id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	type row struct {
+		id             int64
+		tenant, thread string
+		body           string
+	}
+	var batch []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.tenant, &r.thread, &r.body); err != nil {
+			return err
+		}
+		batch = append(batch, r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows.Close()
+	ins, err := tx.PrepareContext(ctx, insertFTS)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	for _, r := range batch {
+		if _, err := ins.ExecContext(ctx, r.id, scopeTerms(r.tenant, r.thread), r.body); err != nil {
 			return err
 		}
 	}

@@ -20,9 +20,9 @@ import (
 const maxLimit = 1000
 
 // The archive index: each message event (id = events.id) has its index
-// terms (fulltext.IndexBody of fulltext.SearchText) in events_terms, and
-// events_fts, contentless, indexes them beside its scope (once they leave
-// the queue, see log.go). The scope column carries two tokens, one naming
+// terms (fulltext.IndexBody of fulltext.SearchText) in events_terms, which
+// searches read, and events_fts indexes them beside its scope (once they
+// leave the queue, see log.go). The scope column carries two tokens, one naming
 // the tenant and one the thread, so that a search ANDs its terms with its
 // scope inside FTS5: the index itself narrows to the thread or the tenant,
 // and the cost of a search does not grow with what other threads and
