@@ -204,7 +204,7 @@ func TestWhitespaceShapes(t *testing.T) {
 		Cl100k []int    `json:"cl100k_base"`
 	}
 	loadJSON(t, "testdata/whitespace.json", &ref)
-	if len(ref.Texts) < 10_000 || len(ref.O200k) != len(ref.Texts) || len(ref.Cl100k) != len(ref.Texts) {
+	if len(ref.Texts) < 26_000 || len(ref.O200k) != len(ref.Texts) || len(ref.Cl100k) != len(ref.Texts) {
 		t.Fatalf("whitespace.json: %d texts, %d and %d counts", len(ref.Texts), len(ref.O200k), len(ref.Cl100k))
 	}
 	for enc, want := range map[string][]int{O200kBase: ref.O200k, Cl100kBase: ref.Cl100k} {

@@ -13,7 +13,7 @@ import (
 // non-empty, a piece never costs more tokens than bytes, and the two merge
 // algorithms agree.
 func FuzzCount(f *testing.F) {
-	for _, s := range []string{"", "x\n \ny", "  a", "don't", "A\u0301b'S", "1234567", "\r\n\r\n  ", "é中😀", "\xe2\x82A", strings.Repeat("ab", 100)} {
+	for _, s := range []string{"", "x\n \ny", "  a", "don't", "A\u0301b'S", "1234567", "\r\n\r\n  ", "é中😀", "\xe2\x82A", strings.Repeat("ab", 100), "a\f\u2029 b", "x\u200b \u180ey", "\u3000\u205f\n"} {
 		f.Add(s)
 	}
 	o, c := o200k(), cl100k()

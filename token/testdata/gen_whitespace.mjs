@@ -1,6 +1,7 @@
 // gen_whitespace.mjs writes whitespace.json: a corpus of every whitespace
 // shape (runs of 1–3 of space, tab, CR, LF, VT, NBSP, NEL, ideographic space
-// and line separator between every kind of neighbour, long runs, and random
+// and line separator between every kind of neighbour, long runs, the rest of
+// Unicode's White_Space and its look-alikes that are not, and random
 // mixtures of whitespace, letters, marks, digits, apostrophes and
 // punctuation) with its exact o200k_base and cl100k_base token counts from
 // OpenAI's tiktoken (npm "tiktoken", the WASM build of the Rust encoder).
@@ -54,6 +55,31 @@ const alphabet = [...ws, "a", "Z", "é", "Ä", "ǅ", "ʰ", "中", "\u0301", "7",
 for (let i = 0; i < 3000; i++) {
   let s = "";
   for (let n = 1 + rnd(12); n > 0; n--) s += alphabet[rnd(alphabet.length)];
+  texts.add(s);
+}
+
+// The rest of Unicode's White_Space (form feed, ogham space mark, the
+// U+2000 block's spaces, paragraph separator, narrow no-break and medium
+// mathematical spaces) and characters that look like space but are not
+// White_Space (zero-width space, BOM, Mongolian vowel separator, the ASCII
+// separators U+001C–U+001F that Python's isspace takes): each alone, doubled
+// and next to a space or a line break, between every pair of neighbours;
+// then random mixtures of them with a seed of their own, so that the texts
+// above stay as they were.
+const rare = ["\f", "\u1680", "\u2000", "\u2009", "\u200a", "\u2029", "\u202f", "\u205f"];
+const notSpace = ["\u200b", "\ufeff", "\u180e", "\u001c", "\u001f"];
+for (const l of sides)
+  for (const r of sides)
+    for (const c of [...rare, ...notSpace])
+      for (const w of [c, c + c, " " + c, c + " ", "\n" + c, c + "\n", c + "  ", "\r\n" + c]) texts.add(l + w + r);
+for (const k of [4, 17])
+  for (const c of [...rare, ...notSpace])
+    for (const [l, r] of [["", ""], ["x", ""], ["x", "y"]]) texts.add(l + c.repeat(k) + r);
+state = 0x85ebca6b;
+const alphabet2 = [...ws, ...rare, ...notSpace, "a", "Z", "é", "中", "\u0301", "7", "'", "'s", ".", "/", "\r\n", "  "];
+for (let i = 0; i < 2000; i++) {
+  let s = "";
+  for (let n = 1 + rnd(12); n > 0; n--) s += alphabet2[rnd(alphabet2.length)];
   texts.add(s);
 }
 
