@@ -91,7 +91,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return
 	}
-	req, err := parseRequest(body)
+	req, err := parseChecked(body)
 	if err == nil {
 		err = checkFields(req)
 	}
@@ -200,6 +200,16 @@ func parseRequest(body []byte) (*object, error) {
 		if !json.Valid(f.val) {
 			return nil, errInvalidJSON
 		}
+	}
+	return req, nil
+}
+
+// parseChecked splits a body that passed checkBody into its fields: the
+// body is known to be strict JSON, so nothing is validated again.
+func parseChecked(body []byte) (*object, error) {
+	req, err := parseObject(body)
+	if err != nil {
+		return nil, errNotObject // valid JSON, so not an object
 	}
 	return req, nil
 }

@@ -39,7 +39,7 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return
 	}
-	req, err := parseRequest(body)
+	req, err := parseChecked(body)
 	if err == nil {
 		err = checkFields(req)
 	}

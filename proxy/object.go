@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 )
@@ -148,14 +149,23 @@ func skipWS(b []byte, i int) int {
 }
 
 // skipString returns the index after the string starting at b[i] ('"').
+// It jumps from quote to quote (IndexByte is vectorised; tool results are
+// long strings) and counts the backslashes before each.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
+	for i++; i < len(b); {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return len(b)
+		}
+		i += q
+		n := 0
+		for n < i && b[i-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
 			return i + 1
 		}
+		i++
 	}
 	return len(b)
 }

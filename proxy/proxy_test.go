@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -163,5 +164,69 @@ func FuzzCheckBody(f *testing.F) {
 			return true
 		}
 		walk()
+	})
+}
+
+// TestSkipString: the end of a string is the first quote after an even run
+// of backslashes, whatever the run's length.
+func TestSkipString(t *testing.T) {
+	for _, tc := range []struct {
+		s   string
+		end int
+	}{
+		{`"" x`, 2},
+		{`"ab" x`, 4},
+		{`"a\"b" x`, 6},
+		{`"a\\" x`, 5},
+		{`"a\\\"" x`, 7},
+		{`"\\\\" x`, 6},
+		{`"\"\"" x`, 6},
+		{`"«é»\u0022" x`, 14},
+		{`"open`, 5},
+		{`"open\"`, 7},
+	} {
+		if got := skipString([]byte(tc.s), 0); got != tc.end {
+			t.Errorf("skipString(%s) = %d, want %d", tc.s, got, tc.end)
+		}
+	}
+}
+
+// FuzzParseChecked: a body checkBody accepts is split by parseChecked,
+// which validates nothing again, into exactly the fields encoding/json
+// reads, each with the value it reads; a body that is not an object is
+// refused.
+func FuzzParseChecked(f *testing.F) {
+	for _, s := range []string{`{"a":"x\\","b":"\\\"}"}`, `{"a":["\"]",{"b":"\\\\"}],"c":1}`, `{"m\u0061":"\u0022"}`, `{}`, `[1]`, `"x"`, `{"a":1,"a":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if checkBody(b) != nil {
+			return
+		}
+		o, err := parseChecked(b)
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("checkBody accepted %q, encoding/json says %v", b, err)
+		}
+		m, isObject := v.(map[string]any)
+		if isObject != (err == nil) {
+			t.Fatalf("parseChecked(%q): %v (an object: %v)", b, err, isObject)
+		}
+		if err != nil {
+			return
+		}
+		if len(o.fields) != len(m) {
+			t.Fatalf("%q: %d fields, encoding/json reads %d", b, len(o.fields), len(m))
+		}
+		for _, fl := range o.fields {
+			var fv any
+			if err := json.Unmarshal(fl.val, &fv); err != nil {
+				t.Fatalf("%q: field %q: value %q: %v", b, fl.key, fl.val, err)
+			}
+			want, ok := m[fl.key]
+			if !ok || !reflect.DeepEqual(fv, want) {
+				t.Fatalf("%q: field %q reads %v, encoding/json %v", b, fl.key, fv, want)
+			}
+		}
 	})
 }

@@ -40,19 +40,28 @@ var (
 // (RFC 7493). Parsers disagree on duplicates (the proxy would read the
 // first "messages", the upstream the last) and on escapes JSON does not
 // have ("mess\x61ges"): what the upstream reads must be what was logged.
+//
+// A body that passes is read by parseChecked without a second validation:
+// the strict parse checks UTF-8 too, so a body is scanned here twice (its
+// depth, then its JSON), and UTF-8 is looked at apart only to name the
+// error of a body that failed.
 func checkBody(body []byte) error {
-	if !utf8.Valid(body) {
+	err := errTooDeep
+	if nestingDepth(body) <= MaxNesting {
+		err = checkJSON(body)
+	}
+	if err != nil && !utf8.Valid(body) {
 		return errInvalidUTF8
 	}
-	if nestingDepth(body) > MaxNesting {
-		return errTooDeep
-	}
-	return checkJSON(body)
+	return err
 }
 
 // checkJSON checks that body is one strict JSON value (duplicate names
 // refused) and nothing after it.
 func checkJSON(body []byte) error {
+	if jsontext.Value(body).IsValid() {
+		return nil // read in place; the streaming decoder below copies
+	}
 	d := jsontext.NewDecoder(bytes.NewReader(body))
 	if _, err := d.ReadValue(); err != nil {
 		return fmt.Errorf("the request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "jsontext: "))
