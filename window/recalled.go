@@ -68,6 +68,20 @@ func RecalledMessage(hits []RecallHit) message.Message {
 // CurrentRequest returns the current turn's user message (the last
 // message that opens a turn, in the tail or the pinned head), or nil.
 func (s *State) CurrentRequest() *Item {
+	// turnSeq is the last message that opened a turn: where it is kept, it
+	// is the answer, without scanning a tail that masking keeps long
+	// (auto-recall asks on every call; the scan made a 10k-message
+	// thread's window 1.7x a 100-message one's).
+	if it := s.bySeq[s.turnSeq]; it != nil && it.Form != Dropped && it.Msg.StartsTurn() {
+		return it
+	}
+	if s.turnSeq > 0 { // in the pinned head: no later message opened a turn
+		for _, it := range s.head {
+			if it.Seq == s.turnSeq && it.Msg.StartsTurn() {
+				return it
+			}
+		}
+	}
 	if i := s.currentTurn(); i >= 0 {
 		return s.tail[i]
 	}

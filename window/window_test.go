@@ -146,6 +146,9 @@ func genThread(d *driver, rng *rand.Rand, steps int, check func(*Window)) {
 // state's own accounting.
 func checkInvariants(t *testing.T, d *driver, w *Window) {
 	t.Helper()
+	if got, want := d.st.CurrentRequest(), scanCurrentRequest(d.st); got != want {
+		t.Fatalf("CurrentRequest %+v, the last turn-opening message kept is %+v", got, want)
+	}
 	// I3: recount the window from its messages.
 	total := d.req.SystemTokens + d.req.ToolsTokens + ReplyPrimer
 	if w.NeedsRecall {
@@ -527,4 +530,20 @@ func TestCurrentTurnStaysLive(t *testing.T) {
 			})
 		}
 	}
+}
+
+// scanCurrentRequest is CurrentRequest by its definition: the last
+// turn-opening message kept in the tail, else in the pinned head.
+func scanCurrentRequest(s *State) *Item {
+	for i := len(s.tail) - 1; i >= 0; i-- {
+		if it := s.tail[i]; it.Form != Dropped && it.Msg.StartsTurn() {
+			return it
+		}
+	}
+	for i := len(s.head) - 1; i >= 0; i-- {
+		if s.head[i].Msg.StartsTurn() {
+			return s.head[i]
+		}
+	}
+	return nil
 }
