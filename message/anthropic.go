@@ -329,7 +329,7 @@ func EncodeAnthropic(m Message) (json.RawMessage, error) {
 // where it stands as a mid-conversation system message.
 func EncodeAnthropicMessages(ms []Message) (system json.RawMessage, msgs json.RawMessage, err error) {
 	var sys []Message
-	b := make([]byte, 0, 1024)
+	b := make([]byte, 0, encodedSize(ms))
 	b = append(b, '[')
 	n := 0
 	for i := 0; i < len(ms); i++ {

@@ -564,7 +564,7 @@ func EncodeOpenAI(m Message) ([]json.RawMessage, error) {
 // EncodeOpenAIMessages encodes ms as the "messages" array of an OpenAI Chat
 // Completions request.
 func EncodeOpenAIMessages(ms []Message) (json.RawMessage, error) {
-	b := make([]byte, 0, 1024)
+	b := make([]byte, 0, encodedSize(ms))
 	b = append(b, '[')
 	n := 0
 	for i, m := range ms {

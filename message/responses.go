@@ -488,7 +488,7 @@ func toolOutputItem(it *rawItem, typ string) (Part, error) {
 // EncodeResponsesInput encodes ms as the "input" array of a Responses
 // request.
 func EncodeResponsesInput(ms []Message) (json.RawMessage, error) {
-	b := make([]byte, 0, 1024)
+	b := make([]byte, 0, encodedSize(ms))
 	b = append(b, '[')
 	n := 0
 	for i := range ms {

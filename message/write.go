@@ -14,6 +14,27 @@ import (
 
 const hexDigits = "0123456789abcdef"
 
+// encodedSize estimates the bytes ms take encoded, so that an encoder
+// allocates its output once instead of doubling it up from a small buffer
+// (a window of tool results is tens to hundreds of KB): the text and raw
+// bytes, room for the names, ids and punctuation, an eighth for escapes.
+func encodedSize(ms []Message) int {
+	n := 2
+	for i := range ms {
+		n += 64 + partsSize(ms[i].Parts)
+	}
+	return n + n/8
+}
+
+func partsSize(ps []Part) int {
+	n := 0
+	for i := range ps {
+		p := &ps[i]
+		n += 96 + len(p.Text) + len(p.Arguments) + len(p.Raw) + len(p.ImageURL) + len(p.ToolCallID) + len(p.ToolName) + len(p.Signature) + partsSize(p.Content)
+	}
+	return n
+}
+
 // appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
 // encoding/json does.
 func appendString(b []byte, s string) []byte {

@@ -77,7 +77,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 	start := time.Now()
 	api := d.api()
 	tenant := tenantpkg.Of(r.Context())
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	body, err := readBody(w, r, p.cfg.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -170,6 +170,19 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 	p.log.Info("proxy", "api", api, "tenant", tenant, "thread", s.id, "status", status,
 		"window_tokens", win.Usage.Total, "budget", win.Usage.Budget, "compacted", win.Usage.Step,
 		"recall_rounds", x.rounds, "ms", time.Since(start).Milliseconds())
+}
+
+// readBody reads a request body of at most limit bytes into one buffer of
+// its declared length (io.ReadAll grows from 512 bytes, copying a large
+// history a dozen times).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
+		_, err := buf.ReadFrom(body)
+		return buf.Bytes(), err
+	}
+	return io.ReadAll(body)
 }
 
 var errInvalidJSON = errors.New("the request body is not valid JSON")

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -25,7 +24,7 @@ const countTokensPath = "/v1/messages/count_tokens"
 // is then of the window before that compaction (an upper bound).
 func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	const api = Anthropic
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	body, err := readBody(w, r, p.cfg.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
