@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme/proxy"
+	"github.com/mnemehq/mneme/store/storetest"
 )
 
 // The proxy's overhead, side by side with direct calls to the same fake
@@ -142,8 +143,14 @@ func benchStores(b *testing.B) []struct{ name, dsn string } {
 // The tail is taken apart by what each proxied request did: the first
 // request of a thread (its whole history appended and counted), a
 // compaction (X-Mneme-Compacted), a garbage collection that ended during
-// the request, or none of these (steady): each class's p99 overhead over
-// the direct request of the same body, and its share of requests.
+// the request, or none of these (steady): each class's p50 and p99
+// overhead over the direct request of the same body, its share of
+// requests, and the CPU the proxy added to it. Beside the wall figures,
+// which a shared machine moves, the CPU and the heap allocations the
+// proxy adds per request (overhead-cpu-µs/req, overhead-allocs/req,
+// overhead-KB/req: the proxied request's less the direct one's, both
+// measured in this process, which runs the client and the fake upstream
+// too).
 func BenchmarkProxyLatency(b *testing.B) {
 	for _, st := range benchStores(b) {
 		for _, base := range []int{48, 490} {
@@ -164,23 +171,30 @@ func BenchmarkProxyLatency(b *testing.B) {
 				msgs := 0
 				page := make([]byte, 4096)
 				classes := map[string][]time.Duration{} // overhead by what the request did
-				var ms runtime.MemStats
+				cost := map[string]*reqCost{}           // the CPU and allocations of that overhead
+				var ms0, ms runtime.MemStats
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					first := conv.turn%cycleTurns == 0
 					body := conv.next()
 					msgs += len(conv.msgs)
+					runtime.ReadMemStats(&ms0)
+					c0 := storetest.CPUTime()
 					_, d0, err := do(direct, "", body)
 					if err != nil {
 						b.Fatal(err)
 					}
+					c1 := storetest.CPUTime()
 					dd = append(dd, d0)
 					runtime.ReadMemStats(&ms)
-					gcs := ms.NumGC
+					gcs, mallocs, bytes := ms.NumGC, ms.Mallocs, ms.TotalAlloc
+					dm, db := mallocs-ms0.Mallocs, bytes-ms0.TotalAlloc
+					c2 := storetest.CPUTime()
 					rb, d, hdr, err := doH(proxied, conv.thread, body)
 					if err != nil {
 						b.Fatal(err)
 					}
+					c3 := storetest.CPUTime()
 					dp = append(dp, d)
 					runtime.ReadMemStats(&ms)
 					class := "steady"
@@ -193,6 +207,12 @@ func BenchmarkProxyLatency(b *testing.B) {
 						class = "gc"
 					}
 					classes[class] = append(classes[class], d-d0)
+					for _, c := range []string{class, "all"} {
+						if cost[c] == nil {
+							cost[c] = &reqCost{}
+						}
+						cost[c].add(c3-c2-(c1-c0), float64(ms.Mallocs-mallocs)-float64(dm), float64(ms.TotalAlloc-bytes)-float64(db))
+					}
 					if err := conv.reply(rb); err != nil {
 						b.Fatal(err)
 					}
@@ -221,10 +241,16 @@ func BenchmarkProxyLatency(b *testing.B) {
 				b.ReportMetric(float64(msgs)/float64(b.N), "msgs/req")
 				for _, c := range []string{"steady", "first", "compacted", "gc"} {
 					if ds := classes[c]; len(ds) > 0 {
+						b.ReportMetric(percentile(ds, 0.5), c+"-overhead-p50-µs")
 						b.ReportMetric(percentile(ds, 0.99), c+"-overhead-p99-µs")
 						b.ReportMetric(float64(len(ds))/float64(b.N), c+"-share")
+						b.ReportMetric(cost[c].cpuMicros(), c+"-cpu-µs/req")
 					}
 				}
+				all := cost["all"]
+				b.ReportMetric(all.cpuMicros(), "overhead-cpu-µs/req")
+				b.ReportMetric(all.allocs/float64(all.n), "overhead-allocs/req")
+				b.ReportMetric(all.bytes/float64(all.n)/1024, "overhead-KB/req")
 				if len(df) > 0 {
 					f50 := percentile(df, 0.5)
 					b.ReportMetric(f50, "fsync-p50-µs")
@@ -234,6 +260,24 @@ func BenchmarkProxyLatency(b *testing.B) {
 		}
 	}
 }
+
+// reqCost sums what the proxy added to the requests of one class: the
+// process's CPU (the proxied request's less the direct one's; both run the
+// client and the fake upstream in this process) and heap allocations.
+type reqCost struct {
+	n             int
+	cpu           time.Duration
+	allocs, bytes float64
+}
+
+func (c *reqCost) add(cpu time.Duration, allocs, bytes float64) {
+	c.n++
+	c.cpu += cpu
+	c.allocs += allocs
+	c.bytes += bytes
+}
+
+func (c *reqCost) cpuMicros() float64 { return float64(c.cpu.Microseconds()) / float64(c.n) }
 
 // BenchmarkProxyThroughput runs 32 concurrent clients, each its own
 // conversation, first straight to the upstream then through the proxy,
