@@ -185,38 +185,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return io.ReadAll(body)
 }
 
-var errInvalidJSON = errors.New("the request body is not valid JSON")
-
-// parseRequest splits a request body into its fields. The message codecs
-// validate the conversation as they decode it, so only the other fields
-// are checked here: the body is read once, not twice.
-func parseRequest(body []byte) (*object, error) {
-	i := skipWS(body, 0)
-	if i < len(body) && body[i] != '{' {
-		if !json.Valid(body) {
-			return nil, errInvalidJSON
-		}
-		return nil, errNotObject
-	}
-	if !structurallyClosed(body) {
-		return nil, errInvalidJSON
-	}
-	req, err := parseObject(body)
-	if err != nil {
-		return nil, errInvalidJSON
-	}
-	for _, f := range req.fields {
-		switch f.key {
-		case "messages", "system":
-			continue // the codecs check these
-		}
-		if !json.Valid(f.val) {
-			return nil, errInvalidJSON
-		}
-	}
-	return req, nil
-}
-
 // parseChecked splits a body that passed checkBody into its fields: the
 // body is known to be strict JSON, so nothing is validated again.
 func parseChecked(body []byte) (*object, error) {
@@ -225,30 +193,6 @@ func parseChecked(body []byte) (*object, error) {
 		return nil, errNotObject // valid JSON, so not an object
 	}
 	return req, nil
-}
-
-// structurallyClosed reports whether the body's brackets and strings
-// balance, so that parseObject finds its fields where they are.
-func structurallyClosed(b []byte) bool {
-	depth := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			end := skipString(b, i)
-			if end > len(b) || b[end-1] != '"' || end-1 == i {
-				return false
-			}
-			i = end - 1
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth < 0 {
-				return false
-			}
-		}
-	}
-	return depth == 0
 }
 
 func (x *exchange) setHeaders() {

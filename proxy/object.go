@@ -22,8 +22,8 @@ type objField struct {
 var errNotObject = errors.New("the request body must be a JSON object")
 
 // parseObject splits a JSON object into its fields. It checks the object's
-// own syntax (keys, colons, commas) but not the values': the caller
-// validates those (json.Valid, or the message codecs).
+// own syntax (keys, colons, commas) but not the values': the proxy calls it
+// on bodies checkBody has validated whole (parseChecked).
 func parseObject(b []byte) (*object, error) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
