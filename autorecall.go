@@ -3,6 +3,7 @@ package mneme
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -26,76 +27,42 @@ const maxRecallQuery = 800
 // autoRecall records a recalled block for the current request when one is
 // due: the policy asks for it, something is out of the window, and the
 // request has none yet (or this call took a compaction step). A failing
-// search recalls nothing: it never fails the request.
-func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Request, stepped bool) error {
+// search recalls nothing: it never fails the request. dropped reports that
+// stale blocks of earlier requests left the window: the prefix changed.
+func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Request, stepped bool) (dropped bool, err error) {
 	p := ts.policy
 	st := ts.st
 	if !p.AutoRecall || p.RecallTopK <= 0 || !st.NeedsRecall() {
-		return nil
+		return false, nil
 	}
 	cur := st.CurrentRequest()
 	if cur == nil {
-		return nil
+		return false, nil
 	}
 	_, has := st.Recalled(cur.Seq)
 	tried := ts.recallTried == cur.Seq && ts.recallAt == st.Compactions()
 	if (has || tried) && !stepped {
-		return nil
+		return false, nil
 	}
 	ts.recallTried, ts.recallAt = cur.Seq, st.Compactions()
 
-	budget := st.Budget()
-	room := st.RecallShare()
-	// Never past the trigger: a recalled block must not be what compacts.
-	// The share is each request's: blocks of earlier turns stay where they
-	// are until the next compaction step (I6), but never push the window
-	// past its trigger.
-	used, mine := st.Used(req), 0
-	if d, ok := st.Recalled(cur.Seq); ok {
-		mine = ts.sz.Message("", window.RecalledMessage(d.Hits))
+	// The block has a share of its own above the trigger (OverTrigger
+	// leaves it out), bounded by what the budget has left: it is never
+	// what compacts, and the window never passes the budget (I3).
+	var stale []int64
+	if !has {
+		stale = st.StaleRecalls(cur.Seq)
 	}
-	room = min(room, p.Trigger.TokensOf(budget)-(used-mine))
-	if room < 64 {
-		return nil
+	used, mine := st.Used(req), st.RecalledTokensOf(append(stale, cur.Seq))
+	room := min(st.RecallShare(), st.Budget()-(used-mine))
+	query := recallQuery(st.Tail(), cur)
+	chosen, err := t.recallHits(ctx, ts, query, cur.Seq, room)
+	if err != nil || (len(chosen) == 0 && len(stale) == 0) {
+		return false, err // none: the block shown so far (if any) stays
 	}
-	query := recallQuery(st, cur)
-	if query == "" {
-		return nil
-	}
-	hits, err := t.m.recall.Search(ctx, t.tenant, store.SearchQuery{Text: query, Thread: t.id, Limit: 4 * p.RecallTopK})
+	b, err := json.Marshal(window.NoteData{Recalled: &window.RecallData{For: cur.Seq, Query: query, Hits: chosen, Dropped: stale}})
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		t.m.log.Warn("auto-recall: search failed", "tenant", t.tenant, "thread", t.id, "err", err)
-		return nil
-	}
-	var chosen []window.RecallHit
-	per := max(48, room/p.RecallTopK)
-	for _, h := range hits {
-		if len(chosen) == p.RecallTopK {
-			break
-		}
-		if h.Seq == cur.Seq || h.Score < p.RecallMinScore || st.Shown(h.Seq) || h.Seq > st.LastSeq() {
-			continue
-		}
-		evs, err := t.m.store.Load(ctx, t.tenant, t.id, h.Seq, 1)
-		if err != nil || len(evs) == 0 || evs[0].Message == nil {
-			continue
-		}
-		text, clipped := clipTokens(ts.sz, evs[0].Message.PlainText(), per)
-		rh := window.RecallHit{Ref: h.Ref, Seq: h.Seq, Role: h.Role, Score: h.Score, Matched: matched(h.Snippet), Text: text, Clipped: clipped}
-		if ts.sz.Message("", window.RecalledMessage(append(chosen, rh))) > room {
-			break
-		}
-		chosen = append(chosen, rh)
-	}
-	if len(chosen) == 0 {
-		return nil // the block shown so far (if any) stays
-	}
-	b, err := json.Marshal(window.NoteData{Recalled: &window.RecallData{For: cur.Seq, Query: query, Hits: chosen}})
-	if err != nil {
-		return err
+		return false, err
 	}
 	ev := store.Event{Kind: store.KindNote, Data: b}
 	if ts.owner != nil && len(ts.pending) > 0 {
@@ -104,21 +71,114 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 		ev.Seq, ev.At = st.LastSeq()+1, now().Round(0)
 		if err := t.applyAll(ts, []store.Event{ev}); err != nil {
 			ts.clear()
-			return err
+			return false, err
 		}
 		ts.pending = append(ts.pending, ev)
-		return nil
+		return len(stale) > 0, nil
 	}
 	// On a conflict another writer moved the log: the next call recalls.
 	_, err = t.appendEvents(ctx, ts, []store.Event{ev}, func() ([]store.Event, error) { return nil, nil })
-	return err
+	return err == nil && len(stale) > 0, err
 }
+
+// recallHits searches the archive with query and chooses, best first, the
+// hits that are not in the window whole (nor the message at exclude), as
+// many as the policy's top k and room allow. Each hit comes with the
+// messages just before and after it when they are short and out of the
+// window: the exchange it belongs to (a question and its answer, a call
+// and its result), which is as often where the answer is as the hit
+// itself. A failing search recalls nothing: it never fails the request.
+func (t *Thread) recallHits(ctx context.Context, ts *threadState, query string, exclude int64, room int) ([]window.RecallHit, error) {
+	p, st := ts.policy, ts.st
+	if room < 64 || query == "" {
+		return nil, nil
+	}
+	hits, err := t.m.recall.Search(ctx, t.tenant, store.SearchQuery{Text: query, Thread: t.id, Limit: max(20, 2*p.RecallTopK)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t.m.log.Warn("auto-recall: search failed", "tenant", t.tenant, "thread", t.id, "err", err)
+		return nil, nil
+	}
+	var chosen []window.RecallHit
+	taken := map[int64]bool{}
+	usable := func(seq int64) bool {
+		return seq != exclude && !taken[seq] && seq <= st.LastSeq() && !st.Shown(seq)
+	}
+	// try adds rh when the block still fits room.
+	try := func(at int, rh window.RecallHit) bool {
+		next := slices.Insert(slices.Clone(chosen), at, rh)
+		if ts.sz.Message("", window.RecalledMessage(next)) > room {
+			return false
+		}
+		chosen, taken[rh.Seq] = next, true
+		return true
+	}
+	// A hit may fill a third of the block: a large tool result does not
+	// crowd out the rest. A neighbour is shown only whole and short.
+	per := max(64, room/3)
+	near := min(per/2, 160)
+	primary := 0
+	for _, h := range hits {
+		if primary == p.RecallTopK {
+			break
+		}
+		if h.Score < p.RecallMinScore || !usable(h.Seq) {
+			continue
+		}
+		evs, err := t.m.store.Load(ctx, t.tenant, t.id, max(1, h.Seq-recallNeighbourhood), 2*recallNeighbourhood+1)
+		if err != nil {
+			continue
+		}
+		var before, hit, after *store.Event
+		for i := range evs {
+			e := &evs[i]
+			switch {
+			case e.Message == nil:
+			case e.Seq < h.Seq:
+				before = e
+			case e.Seq == h.Seq:
+				hit = e
+			case after == nil:
+				after = e
+			}
+		}
+		if hit == nil {
+			continue
+		}
+		text, clipped := clipTokens(ts.sz, hit.Message.PlainText(), per)
+		at := len(chosen)
+		if !try(at, window.RecallHit{Ref: h.Ref, Seq: h.Seq, Role: h.Role, Score: h.Score, Matched: matched(h.Snippet), Text: text, Clipped: clipped}) {
+			continue // a shorter hit further down may still fit
+		}
+		primary++
+		for _, e := range []*store.Event{before, after} {
+			if e == nil || !usable(e.Seq) {
+				continue
+			}
+			text := e.Message.PlainText()
+			if strings.TrimSpace(text) == "" || ts.sz.Text(text) > near {
+				continue
+			}
+			i := at // before the hit, or right after it
+			if e.Seq > h.Seq {
+				i = slices.IndexFunc(chosen, func(c window.RecallHit) bool { return c.Seq == h.Seq }) + 1
+			}
+			try(i, window.RecallHit{Ref: e.Ref, Seq: e.Seq, Role: e.Message.Role, Context: true, Text: text})
+		}
+	}
+	return chosen, nil
+}
+
+// recallNeighbourhood is how far (in events) a hit's neighbours are looked
+// for: notes and compaction events may sit between two messages.
+const recallNeighbourhood = 3
 
 // recallQuery is what auto-recall searches with: the current request and
 // the text of the reply before it (what the request answers), clipped.
-func recallQuery(st *window.State, cur *window.Item) string {
+func recallQuery(tail []*window.Item, cur *window.Item) string {
 	q := strings.TrimSpace(cur.Msg.PlainText())
-	tail := st.Tail()
 	for i := len(tail) - 1; i >= 0; i-- {
 		if tail[i].Seq >= cur.Seq {
 			continue
@@ -182,3 +242,4 @@ func clipString(s string, n int) string {
 	}
 	return s[:n]
 }
+

@@ -2,9 +2,12 @@ package mneme
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/window"
 )
 
 // PreviewHistory returns the messages of the window a model call with
@@ -63,6 +66,42 @@ func (t *Thread) PreviewHistory(ctx context.Context, msgs []message.Message, o H
 		drop := leadingSystem(cur)
 		cur = append(append([]message.Message(nil), sys...), cur[drop:]...)
 	}
-	out := make([]message.Message, 0, len(cur)+len(fresh))
-	return append(append(out, cur...), fresh...), nil
+	out := make([]message.Message, 0, len(cur)+len(fresh)+1)
+	out = append(append(out, cur...), fresh...)
+	return t.previewRecall(ctx, ts, r, out, fresh)
+}
+
+// previewRecall adds the recalled block a model call would get for the
+// last request among fresh, as auto-recall would choose it (searched now,
+// recorded nowhere), sized by what the budget leaves after the preview.
+func (t *Thread) previewRecall(ctx context.Context, ts *threadState, r window.Request, out, fresh []message.Message) ([]message.Message, error) {
+	st := ts.st
+	at := len(out) - len(fresh)
+	for i := len(fresh) - 1; i >= 0; i-- {
+		if fresh[i].StartsTurn() {
+			at += i
+			break
+		}
+		if i == 0 {
+			return out, nil // fresh opens no turn: the current block stands
+		}
+	}
+	if len(fresh) == 0 || !ts.policy.AutoRecall || ts.policy.RecallTopK <= 0 || !st.NeedsRecall() {
+		return out, nil
+	}
+	used := st.Used(r)
+	for i := range fresh {
+		used += ts.sz.Message("", fresh[i])
+	}
+	q := strings.TrimSpace(out[at].PlainText())
+	if at > 0 && out[at-1].Role == message.Assistant { // as recallQuery
+		if prev := strings.TrimSpace(out[at-1].TextOf()); prev != "" {
+			q += "\n" + prev
+		}
+	}
+	hits, err := t.recallHits(ctx, ts, clipString(q, maxRecallQuery), 0, min(st.RecallShare(), st.Budget()-used))
+	if err != nil || len(hits) == 0 {
+		return out, err
+	}
+	return slices.Insert(out, at, window.RecalledMessage(hits)), nil
 }

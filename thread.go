@@ -611,7 +611,8 @@ func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowO
 			done = c
 		}
 	}
-	if err := t.autoRecall(ctx, ts, req, done != nil); err != nil {
+	dropped, err := t.autoRecall(ctx, ts, req, done != nil)
+	if err != nil {
 		return nil, err
 	}
 	w, err := ts.st.Build(req)
@@ -625,6 +626,9 @@ func (t *Thread) windowLocked(ctx context.Context, ts *threadState, opts WindowO
 		w.Usage.Reflected = done.Reflected
 	} else if grew {
 		t.startBuffer(ts, req)
+	}
+	if dropped {
+		w.Usage.Step = true // stale recalled blocks left: the prefix changed
 	}
 	w.Usage.Evicted = ts.st.RefsByForm(window.Evicted)
 	w.Usage.Masked = ts.st.RefsByForm(window.Masked)

@@ -78,6 +78,8 @@ var cmKinds = map[string]string{
 //     before it, or a new one) and its result, paired by the message's
 //     tool_call_id, or by an id made from its position when it has none
 //     (the library's own fixtures carry only the tool's name).
+//   - auto-recall is off: context-manager shows nothing of what left its
+//     window until the agent searches.
 //   - content_in_hot → window_contains, content_not_in_hot → window_excludes,
 //     content_recallable → recallable (top 5, the value as query and
 //     expectation), hot_chars_under → window_chars_at_most,
@@ -108,6 +110,9 @@ func ImportContextManager(data []byte) (*Fixture, error) {
 	default:
 		return nil, fmt.Errorf("context-manager fixture: unknown trim_mode %q (head_tail or last_n)", cf.Config.TrimMode)
 	}
+	// context-manager has no recalled block: what leaves its window is out
+	// of it until searched, which its content_not_in_hot checks.
+	pol["auto_recall"] = false
 	pol["min_tail_turns"] = 1
 	pol["min_tail_tokens"] = 0
 	if cf.Config.ToolPolicyEnabled {

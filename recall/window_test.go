@@ -77,6 +77,11 @@ func TestWindowRecallsEvictedResult(t *testing.T) {
 	p.MaskKeepPerTool = 0
 	p.MinTailTokens = 500
 	p.Strategy = window.Mask
+	// The cut points this test was sized for (and a small recalled block):
+	// with the defaults' deeper cut the evicted result leaves whole, in a
+	// catalogue, before any step masks it.
+	p.Trigger, p.Target = window.Frac(0.85), window.Frac(0.5)
+	p.RecallShare, p.RecallMaxTokens = 0.05, 1500
 	m, err := mneme.Open(ctx, mneme.Config{Store: st, Policy: &p})
 	if err != nil {
 		t.Fatal(err)

@@ -117,11 +117,15 @@ func (s *State) windowMessages() int {
 
 // OverTrigger reports whether the window has passed its trigger: the
 // moment to compact (hysteresis: it then goes down to the target).
+// The current request's recalled block has a share of its own above the
+// trigger (auto-recall sizes it to fit the budget): it is not what makes
+// the window compact.
 func (s *State) OverTrigger(r Request) bool {
+	used := s.Used(r)
 	if t := s.policy.Trigger; t.Messages > 0 {
-		return s.windowMessages() > t.Messages || s.Used(r) > s.budget
+		return s.windowMessages() > t.Messages || used > s.budget
 	}
-	return s.Used(r) > s.policy.Trigger.TokensOf(s.budget)
+	return used-s.keptRecallTokens() > s.policy.Trigger.TokensOf(s.budget) || used > s.budget
 }
 
 // Plan is a compaction decided on the state: which tool results to mask and
@@ -173,12 +177,13 @@ var errNoSuchCut = errors.New("window: no such cut")
 
 func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 	p := &Plan{Strategy: s.policy.Strategy, UsedBefore: s.Used(r)}
-	// With auto-recall the recalled block is chosen after the compaction:
-	// its share is kept free under the target, so that the window after a
-	// compaction step sits at the target with it, and steps come no more
-	// often than without it.
+	// The current request's recalled block (chosen again after the step)
+	// is in its own share, above the target as above the trigger; and
+	// the blocks of the requests to come are given room under the target,
+	// so that with them steps come no more often than without.
 	target := s.policy.Target.TokensOf(s.budget)
 	target -= min(target/2, s.recallReserve())
+	target += s.keptRecallTokens()
 	if f := s.fixed(r, true); f > s.budget {
 		return nil, s.fixedError(r)
 	}

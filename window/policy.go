@@ -189,15 +189,19 @@ type Policy struct {
 	ReflectOver Threshold `json:"reflect_over,omitzero"`
 	// AutoRecall: when anything is out of the window, the archive is
 	// searched with the current request (and the reply before it) and the
-	// best hits not in the window are shown in a recalled block right
-	// before the request, chosen when it arrives and at compaction steps
-	// (default on).
+	// best hits not in the window, each with the messages around it, are
+	// shown in a recalled block right before the request, chosen when it
+	// arrives and at compaction steps (default on). The current request's
+	// block has a share of its own above the trigger; an earlier request's
+	// large block is dropped when a new request arrives after a short
+	// exchange (see window.State.StaleRecalls).
 	AutoRecall bool `json:"auto_recall"`
-	// RecallTopK: at most that many messages are recalled (default 3).
+	// RecallTopK: at most that many hits are recalled (default 50; the
+	// share bounds the block first).
 	RecallTopK int `json:"recall_top_k"`
 	// RecallShare and RecallMaxTokens bound the recalled block: at most
 	// that fraction of the usable budget and that many tokens (defaults
-	// 0.05 and 1,500); it never takes the window past its trigger.
+	// 0.3 and 4,000), and never past the budget.
 	RecallShare     float64 `json:"recall_share"`
 	RecallMaxTokens int     `json:"recall_max_tokens"`
 	// RecallMinScore: a hit whose search score is below it is not recalled
@@ -209,8 +213,8 @@ type Policy struct {
 func DefaultPolicy() Policy {
 	return Policy{
 		Model:           "gpt-4o",
-		Trigger:         Frac(0.85),
-		Target:          Frac(0.50),
+		Trigger:         Frac(0.90),
+		Target:          Frac(0.45),
 		PinHead:         true,
 		MinTailTurns:    2,
 		MinTailTokens:   6000,
@@ -220,9 +224,9 @@ func DefaultPolicy() Policy {
 		Strategy:        Mask,
 		ReflectOver:     Frac(0.15),
 		AutoRecall:      true,
-		RecallTopK:      3,
-		RecallShare:     0.05,
-		RecallMaxTokens: 1500,
+		RecallTopK:      50,
+		RecallShare:     0.3,
+		RecallMaxTokens: 4000,
 	}
 }
 
@@ -291,8 +295,8 @@ func (p Policy) Validate() error {
 	default:
 		return &FieldError{"strategy", fmt.Sprintf("%q: want mask, archive or observe", p.Strategy)}
 	}
-	if p.RecallTopK < 0 || p.RecallTopK > 20 {
-		return &FieldError{"recall_top_k", "must be in [0,20]"}
+	if p.RecallTopK < 0 || p.RecallTopK > 100 {
+		return &FieldError{"recall_top_k", "must be in [0,100]"}
 	}
 	if p.RecallShare < 0 || p.RecallShare > 0.5 {
 		return &FieldError{"recall_share", "must be in [0,0.5]"}

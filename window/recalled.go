@@ -23,6 +23,10 @@ type RecallData struct {
 	For   int64       `json:"for_seq"`
 	Query string      `json:"query"`
 	Hits  []RecallHit `json:"hits"`
+	// Dropped are the user messages (seqs) whose blocks this one replaces:
+	// stale blocks of earlier requests that cost more than everything
+	// after them (see StaleRecalls).
+	Dropped []int64 `json:"dropped,omitempty"`
 }
 
 // RecallHit is one recalled message: its ref and seq, who said it, the
@@ -36,6 +40,9 @@ type RecallHit struct {
 	Matched []string     `json:"matched,omitempty"`
 	Text    string       `json:"text"`
 	Clipped bool         `json:"clipped,omitempty"`
+	// Context: not a hit itself but the message just before or after one
+	// (the exchange it belongs to).
+	Context bool `json:"context,omitempty"`
 }
 
 // recalled is a recalled block as the state holds it.
@@ -57,6 +64,9 @@ func RecalledMessage(hits []RecallHit) message.Message {
 		fmt.Fprintf(&b, "\n\n## %s, seq %d (%s)", h.Ref, h.Seq, h.Role)
 		if h.Clipped {
 			b.WriteString(", clipped")
+		}
+		if h.Context {
+			b.WriteString(", context")
 		}
 		b.WriteByte('\n')
 		b.WriteString(h.Text)
@@ -139,8 +149,8 @@ func (s *State) RecallShare() int {
 }
 
 // recallReserve is what a compaction leaves free under its target for the
-// recalled block chosen after it (the current request's block, already
-// counted, aside).
+// blocks of the requests to come (the current request's block, counted
+// above the target, aside).
 func (s *State) recallReserve() int { return max(0, s.RecallShare()-s.keptRecallTokens()) }
 
 // RecalledTokens is what the recalled blocks in the window cost.
@@ -171,6 +181,13 @@ func (s *State) keptRecallTokens() int {
 // block shown for it; no hits: none). A block for a message no longer in
 // the window is ignored.
 func (s *State) applyRecalled(d RecallData) {
+	if len(d.Dropped) > 0 {
+		n := len(s.recalls)
+		s.recalls = slices.DeleteFunc(s.recalls, func(r recalled) bool { return slices.Contains(d.Dropped, r.Data.For) })
+		if len(s.recalls) != n {
+			s.rebuildOut()
+		}
+	}
 	if s.bySeq[d.For] == nil && !slices.ContainsFunc(s.head, func(it *Item) bool { return it.Seq == d.For }) {
 		return
 	}
@@ -200,6 +217,45 @@ func (s *State) applyRecalled(d RecallData) {
 	s.rebuildOut()
 }
 
+// StaleRecalls returns the user messages (seqs) whose recalled blocks a new
+// request at cur replaces: blocks of earlier requests that are large (at
+// least 1/staleShare of the budget) and cost more than everything shown
+// after them. A block is a request's: once answered it is history, and the
+// window would carry it until the next compaction, on every call. Dropping
+// it loses the provider's cache of what follows it, cheaper than the block
+// itself after a short exchange (a chat); a long turn after it (a tool
+// loop), or a small block, is kept, so its prefix stays cached (I6).
+func (s *State) StaleRecalls(cur int64) []int64 {
+	var out []int64
+	for _, r := range s.recalls {
+		if r.Data.For == cur {
+			continue
+		}
+		after := 0
+		for i := len(s.tail) - 1; i >= 0 && s.tail[i].Seq >= r.Data.For; i-- {
+			if s.tail[i].Seq < cur {
+				after += s.tail[i].cost()
+			}
+		}
+		if after < r.Tokens && r.Tokens*staleShare >= s.budget {
+			out = append(out, r.Data.For)
+		}
+	}
+	return out
+}
+
+// RecalledTokensOf is what the blocks shown for the user messages at seqs
+// cost.
+func (s *State) RecalledTokensOf(seqs []int64) int {
+	n := 0
+	for _, r := range s.recalls {
+		if slices.Contains(seqs, r.Data.For) {
+			n += r.Tokens
+		}
+	}
+	return n
+}
+
 // dropStaleRecalls keeps, at a compaction, only the current request's
 // recalled block: the others belonged to earlier turns.
 func (s *State) dropStaleRecalls() {
@@ -218,3 +274,9 @@ func recallMessages(rs []recalled) map[int64]*message.Message {
 	}
 	return out
 }
+
+
+// staleShare: a block under 1/staleShare of the budget is never stale:
+// carrying it to the next compaction costs less than the cache it would
+// break.
+const staleShare = 20

@@ -523,7 +523,7 @@ func TestCurrentTurnStaysLive(t *testing.T) {
 						}
 					}
 				}
-				if d.comps < 10 || kept == 0 {
+				if d.comps < 5 || kept == 0 {
 					t.Fatalf("%d compactions, %d past the current request: the turn never outgrew the budget", d.comps, kept)
 				}
 				t.Logf("%d compactions, %d of them past the current request (kept live)", d.comps, kept)
