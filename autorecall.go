@@ -242,4 +242,3 @@ func clipString(s string, n int) string {
 	}
 	return s[:n]
 }
-

@@ -275,7 +275,6 @@ func recallMessages(rs []recalled) map[int64]*message.Message {
 	return out
 }
 
-
 // staleShare: a block under 1/staleShare of the budget is never stale:
 // carrying it to the next compaction costs less than the cache it would
 // break.
