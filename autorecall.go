@@ -60,7 +60,7 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 	if err != nil || (len(chosen) == 0 && len(stale) == 0) {
 		return false, err // none: the block shown so far (if any) stays
 	}
-	b, err := json.Marshal(window.NoteData{Recalled: &window.RecallData{For: cur.Seq, Query: query, Hits: chosen, Dropped: stale}})
+	b, err := json.Marshal(window.NoteData{Recalled: &window.RecallData{For: cur.Seq, Query: query.String(), Hits: chosen, Dropped: stale}})
 	if err != nil {
 		return false, err
 	}
@@ -88,18 +88,32 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 // window: the exchange it belongs to (a question and its answer, a call
 // and its result), which is as often where the answer is as the hit
 // itself. A failing search recalls nothing: it never fails the request.
-func (t *Thread) recallHits(ctx context.Context, ts *threadState, query string, exclude int64, room int) ([]window.RecallHit, error) {
+//
+// The request is searched alone first, then with the reply before it
+// (what it answers): the reply's ids would otherwise be terms every hit
+// must have, and its words outweigh a short request's.
+func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exclude int64, room int) ([]window.RecallHit, error) {
 	p, st := ts.policy, ts.st
-	if room < 64 || query == "" {
+	if room < 64 || q.request == "" {
 		return nil, nil
 	}
-	hits, err := t.m.recall.Search(ctx, t.tenant, store.SearchQuery{Text: query, Thread: t.id, Limit: max(20, 2*p.RecallTopK)})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	var hits []store.Hit
+	seen := map[int64]bool{}
+	for _, text := range q.searches() {
+		found, err := t.m.recall.Search(ctx, t.tenant, store.SearchQuery{Text: text, Thread: t.id, Limit: max(20, 2*p.RecallTopK)})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			t.m.log.Warn("auto-recall: search failed", "tenant", t.tenant, "thread", t.id, "err", err)
+			return nil, nil
 		}
-		t.m.log.Warn("auto-recall: search failed", "tenant", t.tenant, "thread", t.id, "err", err)
-		return nil, nil
+		for _, h := range found {
+			if !seen[h.Seq] {
+				seen[h.Seq] = true
+				hits = append(hits, h)
+			}
+		}
 	}
 	var chosen []window.RecallHit
 	taken := map[int64]bool{}
@@ -175,22 +189,42 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, query string, 
 // for: notes and compaction events may sit between two messages.
 const recallNeighbourhood = 3
 
-// recallQuery is what auto-recall searches with: the current request and
-// the text of the reply before it (what the request answers), clipped.
-func recallQuery(tail []*window.Item, cur *window.Item) string {
-	q := strings.TrimSpace(cur.Msg.PlainText())
-	for i := len(tail) - 1; i >= 0; i-- {
-		if tail[i].Seq >= cur.Seq {
-			continue
-		}
-		if m := tail[i].Msg; m.Role == message.Assistant {
-			if prev := strings.TrimSpace(m.TextOf()); prev != "" {
-				q += "\n" + prev
-			}
-		}
-		break
+// recallQ is what auto-recall searches with: the current request and the
+// text of the reply before it (what the request answers).
+type recallQ struct{ request, reply string }
+
+func newRecallQ(request message.Message, before *message.Message) recallQ {
+	q := recallQ{request: clipString(strings.TrimSpace(request.PlainText()), maxRecallQuery)}
+	if before != nil && before.Role == message.Assistant {
+		q.reply = strings.TrimSpace(before.TextOf())
 	}
-	return clipString(q, maxRecallQuery)
+	return q
+}
+
+// String is the query as the usage reports it.
+func (q recallQ) String() string {
+	if q.reply == "" {
+		return q.request
+	}
+	return clipString(q.request+"\n"+q.reply, maxRecallQuery)
+}
+
+// searches are the query texts, in order.
+func (q recallQ) searches() []string {
+	if q.reply == "" {
+		return []string{q.request}
+	}
+	return []string{q.request, q.String()}
+}
+
+// recallQuery is the query for the current request cur.
+func recallQuery(tail []*window.Item, cur *window.Item) recallQ {
+	for i := len(tail) - 1; i >= 0; i-- {
+		if tail[i].Seq < cur.Seq {
+			return newRecallQ(*cur.Msg, tail[i].Msg)
+		}
+	}
+	return newRecallQ(*cur.Msg, nil)
 }
 
 // matched returns the terms a snippet marks as matches («…»).

@@ -3,7 +3,6 @@ package mneme
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store/backend"
@@ -93,13 +92,21 @@ func (t *Thread) previewRecall(ctx context.Context, ts *threadState, r window.Re
 	for i := range fresh {
 		used += ts.sz.Message("", fresh[i])
 	}
-	q := strings.TrimSpace(out[at].PlainText())
-	if at > 0 && out[at-1].Role == message.Assistant { // as recallQuery
-		if prev := strings.TrimSpace(out[at-1].TextOf()); prev != "" {
-			q += "\n" + prev
+	// The stale blocks the request would drop (StaleRecalls) leave first.
+	stale := st.StaleRecalls(st.LastSeq() + 1)
+	used -= st.RecalledTokensOf(stale)
+	for _, seq := range stale {
+		text, _ := st.RecalledText(seq)
+		if i := slices.IndexFunc(out[:at], func(m message.Message) bool { return m.Role == message.User && m.PlainText() == text }); i >= 0 {
+			out = slices.Delete(out, i, i+1)
+			at--
 		}
 	}
-	hits, err := t.recallHits(ctx, ts, clipString(q, maxRecallQuery), 0, min(st.RecallShare(), st.Budget()-used))
+	var before *message.Message
+	if at > 0 {
+		before = &out[at-1]
+	}
+	hits, err := t.recallHits(ctx, ts, newRecallQ(out[at], before), 0, min(st.RecallShare(), st.Budget()-used))
 	if err != nil || len(hits) == 0 {
 		return out, err
 	}

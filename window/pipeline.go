@@ -119,7 +119,10 @@ func (s *State) windowMessages() int {
 // moment to compact (hysteresis: it then goes down to the target).
 // The current request's recalled block has a share of its own above the
 // trigger (auto-recall sizes it to fit the budget): it is not what makes
-// the window compact.
+// the window compact. Earlier requests' blocks count: a compaction they
+// bring leaves the next block its whole share, which recalls more for the
+// request than the raw tail it takes (LoCoMo: 0.814 against 0.752 of
+// evidence at 16k when stale blocks were let past the trigger).
 func (s *State) OverTrigger(r Request) bool {
 	used := s.Used(r)
 	if t := s.policy.Trigger; t.Messages > 0 {

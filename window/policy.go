@@ -158,9 +158,11 @@ type Policy struct {
 	// BudgetTokens) and 8,192. A reserve over half a small window is
 	// shrunk to that default rather than leave no room for the input.
 	ReserveOutputTokens int `json:"reserve_output_tokens"`
-	// Trigger: compaction starts when the window passes it (default 0.85).
+	// Trigger: compaction starts when the window passes it (default 0.90;
+	// the current request's recalled block is not counted against it).
 	Trigger Threshold `json:"trigger"`
-	// Target: compaction brings the window down to it (default 0.50).
+	// Target: compaction brings the window down to it (default 0.45,
+	// less the recalled block's share up to half of it).
 	Target Threshold `json:"target"`
 	// PinHead keeps the system messages and the first user message (the
 	// goal, the ids) in every window.

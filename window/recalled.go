@@ -244,6 +244,17 @@ func (s *State) StaleRecalls(cur int64) []int64 {
 	return out
 }
 
+// RecalledText returns the text of the block shown for the user message at
+// seq, if any.
+func (s *State) RecalledText(seq int64) (string, bool) {
+	for _, r := range s.recalls {
+		if r.Data.For == seq {
+			return r.Msg.PlainText(), true
+		}
+	}
+	return "", false
+}
+
 // RecalledTokensOf is what the blocks shown for the user messages at seqs
 // cost.
 func (s *State) RecalledTokensOf(seqs []int64) int {
