@@ -41,7 +41,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	if _, err := th.Append(ctx, message.NewText(message.System, "sys"), message.NewText(message.User, "Goal: INV-4401 ✓ 日本語")); err != nil {
 		t.Fatal(err)
 	}
-	// 60 steps: past the default trigger (0.85 of the budget).
+	// 60 steps: past the default trigger (0.90 of the budget).
 	for i := 0; i < 60; i++ {
 		id := fmt.Sprintf("c%d", i)
 		if _, _, err := th.AppendWindow(ctx, []message.Message{
