@@ -56,7 +56,7 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 	used, mine := st.Used(req), st.RecalledTokensOf(append(stale, cur.Seq))
 	room := min(st.RecallShare(), st.Budget()-(used-mine))
 	query := recallQuery(st.Tail(), cur)
-	chosen, err := t.recallHits(ctx, ts, query, cur.Seq, room)
+	chosen, err := t.recallHits(ctx, ts, query, cur.Seq, stale, room)
 	if err != nil || (len(chosen) == 0 && len(stale) == 0) {
 		return false, err // none: the block shown so far (if any) stays
 	}
@@ -84,15 +84,16 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 // recallHits searches the archive with query and chooses, best first, the
 // hits that are not in the window whole (nor the message at exclude), as
 // many as the policy's top k and room allow. Each hit comes with the
-// messages just before and after it when they are short and out of the
-// window: the exchange it belongs to (a question and its answer, a call
-// and its result), which is as often where the answer is as the hit
-// itself. A failing search recalls nothing: it never fails the request.
+// message just before it and the two after it when they are short and out
+// of the window: the exchange it belongs to (a question and its answer, a
+// call and its result), which is as often where the answer is as the hit
+// itself. (LoCoMo: one before and two after hold more evidence for the
+// tokens than one on each side, or two.) A failing search recalls nothing: it never fails the request.
 //
 // The request is searched alone first, then with the reply before it
 // (what it answers): the reply's ids would otherwise be terms every hit
 // must have, and its words outweigh a short request's.
-func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exclude int64, room int) ([]window.RecallHit, error) {
+func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exclude int64, dropped []int64, room int) ([]window.RecallHit, error) {
 	p, st := ts.policy, ts.st
 	if room < 64 || q.request == "" {
 		return nil, nil
@@ -118,7 +119,7 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 	var chosen []window.RecallHit
 	taken := map[int64]bool{}
 	usable := func(seq int64) bool {
-		return seq != exclude && !taken[seq] && seq <= st.LastSeq() && !st.Shown(seq)
+		return seq != exclude && !taken[seq] && seq <= st.LastSeq() && !st.ShownWithout(seq, dropped)
 	}
 	// try adds rh when the block still fits room.
 	try := func(at int, rh window.RecallHit) bool {
@@ -145,7 +146,8 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 		if err != nil {
 			continue
 		}
-		var before, hit, after *store.Event
+		var before, hit *store.Event
+		var after []*store.Event
 		for i := range evs {
 			e := &evs[i]
 			switch {
@@ -154,8 +156,8 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 				before = e
 			case e.Seq == h.Seq:
 				hit = e
-			case after == nil:
-				after = e
+			case len(after) < 2:
+				after = append(after, e)
 			}
 		}
 		if hit == nil {
@@ -167,7 +169,7 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 			continue // a shorter hit further down may still fit
 		}
 		primary++
-		for _, e := range []*store.Event{before, after} {
+		for _, e := range append([]*store.Event{before}, after...) {
 			if e == nil || !usable(e.Seq) {
 				continue
 			}
@@ -175,9 +177,12 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 			if strings.TrimSpace(text) == "" || ts.sz.Text(text) > near {
 				continue
 			}
-			i := at // before the hit, or right after it
+			i := at // before the hit, or after it in seq order
 			if e.Seq > h.Seq {
 				i = slices.IndexFunc(chosen, func(c window.RecallHit) bool { return c.Seq == h.Seq }) + 1
+				for i < len(chosen) && chosen[i].Seq > h.Seq && chosen[i].Seq < e.Seq {
+					i++
+				}
 			}
 			try(i, window.RecallHit{Ref: e.Ref, Seq: e.Seq, Role: e.Message.Role, Context: true, Text: text})
 		}
@@ -187,7 +192,7 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 
 // recallNeighbourhood is how far (in events) a hit's neighbours are looked
 // for: notes and compaction events may sit between two messages.
-const recallNeighbourhood = 3
+const recallNeighbourhood = 4
 
 // recallQ is what auto-recall searches with: the current request and the
 // text of the reply before it (what the request answers).

@@ -106,7 +106,7 @@ func (t *Thread) previewRecall(ctx context.Context, ts *threadState, r window.Re
 	if at > 0 {
 		before = &out[at-1]
 	}
-	hits, err := t.recallHits(ctx, ts, newRecallQ(out[at], before), 0, min(st.RecallShare(), st.Budget()-used))
+	hits, err := t.recallHits(ctx, ts, newRecallQ(out[at], before), 0, stale, min(st.RecallShare(), st.Budget()-used))
 	if err != nil || len(hits) == 0 {
 		return out, err
 	}

@@ -109,7 +109,11 @@ func (s *State) NeedsRecall() bool { return s.needsRecall() }
 
 // Shown reports whether the message at seq is in the window whole: raw in
 // the head or the tail, or in a recalled block.
-func (s *State) Shown(seq int64) bool {
+func (s *State) Shown(seq int64) bool { return s.ShownWithout(seq, nil) }
+
+// ShownWithout is Shown once the blocks shown for the user messages at
+// dropped (StaleRecalls) have left.
+func (s *State) ShownWithout(seq int64, dropped []int64) bool {
 	if it := s.bySeq[seq]; it != nil {
 		return it.Form == Raw
 	}
@@ -119,6 +123,9 @@ func (s *State) Shown(seq int64) bool {
 		}
 	}
 	for _, r := range s.recalls {
+		if slices.Contains(dropped, r.Data.For) {
+			continue
+		}
 		for _, h := range r.Data.Hits {
 			if h.Seq == seq {
 				return true
