@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/store/fulltext"
 )
@@ -216,44 +215,52 @@ func applyMigration(ctx context.Context, db *sql.DB, v int) error {
 	return tx.Commit()
 }
 
+// indexRow is a stored message as the archive index takes it.
+type indexRow struct {
+	id             int64
+	tenant, thread string
+	body           string
+}
+
+// indexRows reads every stored message's index body, in id order; the
+// rows are read whole before the caller writes, on the same transaction.
+func indexRows(ctx context.Context, tx *sql.Tx) ([]indexRow, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, tenant, thread, at, message FROM events WHERE message IS NOT NULL ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var batch []indexRow
+	for rows.Next() {
+		var (
+			r  indexRow
+			at int64
+			js string
+		)
+		if err := rows.Scan(&r.id, &r.tenant, &r.thread, &at, &js); err != nil {
+			return nil, err
+		}
+		m, err := backend.DecodeMessage(js)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: stored message: %w", r.id, err)
+		}
+		r.body = fulltext.IndexBody(fulltext.SearchText(*m, backend.FromNanos(at)))
+		batch = append(batch, r)
+	}
+	return batch, rows.Err()
+}
+
 // reindex fills the (emptied) archive and memory indexes from the rows.
 func reindex(ctx context.Context, tx *sql.Tx) error {
+	batch, err := indexRows(ctx, tx)
+	if err != nil {
+		return err
+	}
 	ins, err := tx.PrepareContext(ctx, insertFTS)
 	if err != nil {
 		return err
 	}
 	defer ins.Close()
-	rows, err := tx.QueryContext(ctx, `SELECT id, tenant, thread, at, message FROM events WHERE message IS NOT NULL`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	type row struct {
-		id             int64
-		tenant, thread string
-		body           string
-	}
-	var batch []row
-	for rows.Next() {
-		var (
-			r  row
-			at int64
-			js string
-		)
-		if err := rows.Scan(&r.id, &r.tenant, &r.thread, &at, &js); err != nil {
-			return err
-		}
-		var m message.Message
-		if err := json.Unmarshal([]byte(js), &m); err != nil {
-			return fmt.Errorf("event %d: stored message: %w", r.id, err)
-		}
-		r.body = fulltext.IndexBody(fulltext.SearchText(m, backend.FromNanos(at)))
-		batch = append(batch, r)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows.Close()
 	for _, r := range batch {
 		if _, err := ins.ExecContext(ctx, r.id, scopeTerms(r.tenant, r.thread), r.body); err != nil {
 			return err
@@ -295,37 +302,10 @@ func reindex(ctx context.Context, tx *sql.Tx) error {
 // reindexTerms fills the (emptied) archive index and events_terms from the
 // rows.
 func reindexTerms(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, `SELECT id, tenant, thread, at, message FROM events WHERE message IS NOT NULL ORDER BY id`)
+	batch, err := indexRows(ctx, tx)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	type row struct {
-		id             int64
-		tenant, thread string
-		body           string
-	}
-	var batch []row
-	for rows.Next() {
-		var (
-			r  row
-			at int64
-			js string
-		)
-		if err := rows.Scan(&r.id, &r.tenant, &r.thread, &at, &js); err != nil {
-			return err
-		}
-		m, err := backend.DecodeMessage(js)
-		if err != nil {
-			return fmt.Errorf("event %d: stored message: %w", r.id, err)
-		}
-		r.body = fulltext.IndexBody(fulltext.SearchText(*m, backend.FromNanos(at)))
-		batch = append(batch, r)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows.Close()
 	fts, err := tx.PrepareContext(ctx, insertFTS)
 	if err != nil {
 		return err
