@@ -576,6 +576,9 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 	if err := backend.CheckScope(tenant, thread); err != nil {
 		return err
 	}
+	// This replica forgets the thread's terms at once (another finds its
+	// entry stale at its next search of the thread).
+	defer s.terms.drop(termKey{tenant, thread})
 	return s.inTx(ctx, "delete thread", func(tx pgx.Tx) error {
 		var one int
 		err := tx.QueryRow(ctx, `SELECT 1 FROM threads WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, thread).Scan(&one)

@@ -19,6 +19,10 @@
 // BM25: it has no corpus statistics, so a score compares only within one
 // result list.
 //
+// A replica keeps the terms of the small threads it searched lately
+// (termcache.go, up to about 32 MB), so that a thread's next search reads
+// only what was appended since.
+//
 // Vectors: real[] with exact cosine ranking computed in SQL. pgvector is not
 // installed on the machines this was built on; when it is, an ANN index can
 // replace the exact scan behind the same methods.
@@ -54,6 +58,7 @@ type Store struct {
 	// searchPath, when set, makes every thread's search take that path
 	// (search.go), for the tests that run the conformance suite on each.
 	searchPath searchPath
+	terms      *termCache // small threads' terms (termcache.go)
 }
 
 var (
@@ -85,7 +90,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
-	s := &Store{pool: pool, now: time.Now}
+	s := &Store{pool: pool, now: time.Now, terms: newTermCache(termCacheTokens)}
 	// Two group transactions in flight: while one waits for its WAL flush,
 	// the next runs its statements.
 	s.group.Leaders = 2

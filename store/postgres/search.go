@@ -281,9 +281,10 @@ const (
 type searchPath int
 
 const (
-	bySize     searchPath = iota // readThread when the thread is small, else useIndex
-	useIndex                     // the GIN index
-	readThread                   // every message of the thread
+	bySize       searchPath = iota // readThread when the thread is small, else useIndex
+	useIndex                       // the GIN index
+	readThread                     // every message of the thread
+	cachedThread                   // the term cache, else as bySize
 )
 
 // Search implements store.Archive. The candidates are every document of
@@ -308,6 +309,17 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 		limit = 10
 	}
 	limit = min(limit, maxLimit)
+
+	tally := pq.Tally()
+	if q.Thread != "" && s.terms != nil && (s.searchPath == bySize || s.searchPath == cachedThread) {
+		n, cands, ok, err := s.cachedCandidates(ctx, tenant, q, pq, tally)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return s.hits(ctx, tenant, pq, tally, n, cands, limit)
+		}
+	}
 
 	scope := tenantLexeme(tenant)
 	if q.Thread != "" {
@@ -379,18 +391,10 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 			ORDER BY 3`
 	}
 
-	// A candidate is kept small: a search may have thousands, and only a
-	// page of them become hits (the texts' query reads the rest).
-	type cand struct {
-		thread, ref string
-		seq, at     int64
-		text        *string // SearchText, once read
-	}
 	var (
 		n     int64
 		cands []cand
 	)
-	tally := pq.Tally()
 	rows, err := s.pool.Query(ctx, sqlText, args...)
 	if err != nil {
 		return nil, dbErr("search", err)
@@ -435,6 +439,20 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	if err := rows.Err(); err != nil {
 		return nil, dbErr("search", err)
 	}
+	return s.hits(ctx, tenant, pq, tally, n, cands, limit)
+}
+
+// A candidate is kept small: a search may have thousands, and only a page
+// of them become hits (hits reads their texts).
+type cand struct {
+	thread, ref string
+	seq, at     int64
+	text        *string // SearchText, once read
+}
+
+// hits ranks the candidates in tally (cands, of a scope holding n
+// documents) and returns the best limit that hold q's verbatim terms.
+func (s *Store) hits(ctx context.Context, tenant string, pq fulltext.ParsedQuery, tally *fulltext.Tally, n int64, cands []cand, limit int) ([]store.Hit, error) {
 	// Texts are read a page of ranked candidates at a time, in one query
 	// each: a round trip per hit would cost more than the search. They are
 	// read after the candidates' snapshot, which is safe because an event

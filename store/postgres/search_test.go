@@ -136,6 +136,7 @@ var searchPaths = []struct {
 }{
 	{"index", useIndex},
 	{"read-thread", readThread},
+	{"cached-thread", cachedThread},
 }
 
 // TestSearchPaths runs the conformance suite's searches, and LoCoMo's

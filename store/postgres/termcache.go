@@ -1,0 +1,344 @@
+package postgres
+
+import (
+	"container/list"
+	"context"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/backend"
+	"github.com/mnemehq/mneme/store/fulltext"
+)
+
+// The term cache. A small thread's search reads every message's terms
+// (search.go), and sending them is most of what such a search costs, on
+// the server and in the client, however little the thread changed since
+// its last search: auto-recall searches the current thread at every
+// request. So a replica keeps, for the small threads it searched lately,
+// each message's terms as ids into the thread's vocabulary, and a search
+// reads from the database only the messages appended since, in the
+// statement that reads the thread's row.
+//
+// This is safe because a thread's events are never rewritten: the events
+// up to a last seq, once seen, stay what they were until the thread is
+// deleted. The statement checks that the thread is the one cached (same
+// created time, its last seq not behind, the cached last message still
+// there under its ref); otherwise it sends every message and the entry
+// is rebuilt. The count of messages (BM25's N) and the new messages come
+// from that one statement, so a search still sees one snapshot; the hits'
+// texts are read from the database as on every path.
+//
+// A thread is cached only while it is small (what readThread would read)
+// and exact (no lossy document: those are checked against their text).
+
+// termCacheTokens bounds the tokens all entries hold (4 bytes each, plus
+// a few dozen bytes a message and the vocabularies): about 32 MB.
+const termCacheTokens = 8 << 20
+
+// termCache holds threadTerms by tenant and thread, least recently used
+// first out.
+type termCache struct {
+	mu     sync.Mutex
+	max    int // tokens
+	tokens int
+	byKey  map[termKey]*list.Element // of *threadTerms
+	lru    list.List                 // front: most recent
+}
+
+type termKey struct{ tenant, thread string }
+
+func newTermCache(maxTokens int) *termCache {
+	return &termCache{max: maxTokens, byKey: map[termKey]*list.Element{}}
+}
+
+// get returns the entry of a thread, nil if none.
+func (c *termCache) get(k termKey) *threadTerms {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.byKey[k]; e != nil {
+		c.lru.MoveToFront(e)
+		return e.Value.(*threadTerms)
+	}
+	return nil
+}
+
+// put makes t the entry of k, unless the entry there is newer (another
+// search of the same incarnation of the thread saw more of it).
+func (c *termCache) put(k termKey, t *threadTerms) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.byKey[k]; e != nil {
+		old := e.Value.(*threadTerms)
+		if old.created == t.created && old.last > t.last {
+			return
+		}
+		c.tokens -= old.size()
+		e.Value = t
+		c.lru.MoveToFront(e)
+	} else {
+		c.byKey[k] = c.lru.PushFront(t)
+	}
+	t.key = k
+	c.tokens += t.size()
+	for c.tokens > c.max && c.lru.Len() > 1 {
+		e := c.lru.Back()
+		old := e.Value.(*threadTerms)
+		c.tokens -= old.size()
+		delete(c.byKey, old.key)
+		c.lru.Remove(e)
+	}
+}
+
+// drop forgets k's entry.
+func (c *termCache) drop(k termKey) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.byKey[k]; e != nil {
+		c.tokens -= e.Value.(*threadTerms).size()
+		delete(c.byKey, k)
+		c.lru.Remove(e)
+	}
+}
+
+// threadTerms is the cached terms of one thread's messages up to last.
+// It is never changed once in the cache: a search that finds new messages
+// builds the next entry (extend), so searches read entries without locks.
+type threadTerms struct {
+	key     termKey
+	created int64 // the thread's created time (Nanos): its incarnation
+	last    int64 // the thread's last seq this covers
+	docs    []termDoc
+	toks    []int32          // every document's tokens, as vocabulary ids, in order
+	vocab   map[string]int32 // the thread's distinct tokens
+	words   []string         // vocab's keys by id
+}
+
+// termDoc is one message event of a cached thread.
+type termDoc struct {
+	seq, at   int64
+	ref, tool string
+	role      string
+	end       int // its tokens are toks[previous end:end]
+}
+
+func (t *threadTerms) size() int { return len(t.toks) + 16*len(t.docs) + 4*len(t.words) }
+
+// lastDoc returns the seq and ref of the thread's last cached message (0
+// and "" when none), which the statement checks.
+func (t *threadTerms) lastDoc() (int64, string) {
+	if t == nil || len(t.docs) == 0 {
+		return 0, ""
+	}
+	d := t.docs[len(t.docs)-1]
+	return d.seq, d.ref
+}
+
+// extend returns the entry for the thread up to last, with docs appended.
+// t is left as it is (other searches may be reading it): what they share
+// is copied.
+func (t *threadTerms) extend(created, last int64, docs []newDoc) *threadTerms {
+	if t != nil && t.created == created && len(docs) == 0 {
+		n := *t // only the last seq moves: the rest is shared, unchanged
+		n.last = last
+		return &n
+	}
+	n := &threadTerms{created: created, last: last}
+	if t != nil && t.created == created {
+		n.docs = append(make([]termDoc, 0, len(t.docs)+len(docs)), t.docs...)
+		ntoks := 0
+		for _, d := range docs {
+			ntoks += d.n
+		}
+		n.toks = append(make([]int32, 0, len(t.toks)+ntoks), t.toks...)
+		n.words = append([]string(nil), t.words...)
+		n.vocab = make(map[string]int32, len(t.vocab)+16)
+		for w, id := range t.vocab {
+			n.vocab[w] = id
+		}
+	} else {
+		n.vocab = map[string]int32{}
+	}
+	for _, d := range docs {
+		start := len(n.toks)
+		for range d.n {
+			n.toks = append(n.toks, -1)
+		}
+		doc := n.toks[start:]
+		var id int32
+		eachLexeme(d.terms, func(tok []byte) {
+			var ok bool
+			if id, ok = n.vocab[string(tok)]; !ok {
+				id = int32(len(n.words))
+				w := string(tok)
+				n.words = append(n.words, w)
+				n.vocab[w] = id
+			}
+		}, func(pos int) {
+			if pos <= len(doc) {
+				doc[pos-1] = id
+			}
+		})
+		n.docs = append(n.docs, termDoc{seq: d.seq, at: d.at, ref: d.ref, tool: d.tool, role: d.role, end: len(n.toks)})
+	}
+	return n
+}
+
+// newDoc is a message read from the database for the cache: its terms
+// literal (exact: every position 1..n is there) and its columns.
+type newDoc struct {
+	seq, at   int64
+	ref, tool string
+	role      string
+	terms     []byte
+	n         int // positions in terms
+}
+
+// countPositions returns the number of positions in a terms literal.
+func countPositions(lit []byte) int {
+	n := 0
+	eachLexeme(lit, func([]byte) {}, func(int) { n++ })
+	return n
+}
+
+// cachedThreadSQL reads a thread's row and its messages after seq $4 if
+// the cache's entry is still the thread's ($3 its created time, $5 and
+// $6 its last message), else all of them; none when the thread is not
+// small. Always one row at least when the thread exists (the LEFT JOIN),
+// every row carrying the thread's columns.
+var cachedThreadSQL = `WITH t AS MATERIALIZED (
+	SELECT created, last_seq, messages,
+		messages <= ` + strconv.Itoa(scanMessages) + ` AND tokens <= ` + strconv.Itoa(scanTokens) + ` AS small,
+		created = $3 AND last_seq >= $4
+			AND ($5::bigint = 0 OR EXISTS (SELECT 1 FROM events WHERE tenant = $1 AND thread = $2 AND seq = $5 AND ref = $6)) AS valid
+	FROM threads WHERE tenant = $1 AND id = $2)
+SELECT t.created, t.last_seq, t.messages, t.small, t.valid, e.seq, e.at, e.lossy, e.ref, e.role, e.tool, e.terms
+FROM t LEFT JOIN LATERAL (
+	SELECT seq, at, lossy, ref, role, tool, terms FROM events
+	WHERE tenant = $1 AND thread = $2 AND message IS NOT NULL AND t.small
+		AND seq > CASE WHEN t.valid THEN $4::bigint ELSE 0 END
+) e ON true
+ORDER BY e.seq`
+
+// cachedCandidates finds a thread's candidates for q through the term
+// cache, adding them to tally. ok is false when the thread cannot be read
+// from the cache (it is large, or holds a lossy message): then the caller
+// searches as before.
+func (s *Store) cachedCandidates(ctx context.Context, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, tally *fulltext.Tally) (n int64, cands []cand, ok bool, err error) {
+	k := termKey{tenant, q.Thread}
+	cur := s.terms.get(k)
+	var created, last int64
+	if cur != nil {
+		created, last = cur.created, cur.last
+	}
+	lastSeq, lastRef := cur.lastDoc()
+	rows, err := s.pool.Query(ctx, cachedThreadSQL, tenant, q.Thread, created, last, lastSeq, lastRef)
+	if err != nil {
+		return 0, nil, false, dbErr("search", err)
+	}
+	var (
+		found, small, valid bool
+		thLast              int64
+		docs                []newDoc
+		lossy               *int16
+	)
+	for rows.Next() {
+		var (
+			d         newDoc
+			seq, at   *int64
+			ref, tool *string
+			role      *string
+		)
+		if err := rows.Scan(&created, &thLast, &n, &small, &valid, &seq, &at, &lossy, &ref, &role, &tool, nil); err != nil {
+			rows.Close()
+			return 0, nil, false, dbErr("search", err)
+		}
+		found = true
+		if seq == nil {
+			continue
+		}
+		if *lossy != exact {
+			rows.Close()
+			s.terms.drop(k)
+			return 0, nil, false, nil
+		}
+		d.seq, d.at, d.ref, d.role, d.tool = *seq, *at, deref(ref), deref(role), deref(tool)
+		d.terms = append([]byte(nil), rows.RawValues()[11]...)
+		d.n = countPositions(d.terms)
+		docs = append(docs, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, nil, false, dbErr("search", err)
+	}
+	if !found {
+		return 0, nil, true, nil // no such thread: nothing to find
+	}
+	if !small {
+		s.terms.drop(k)
+		return 0, nil, false, nil
+	}
+	if !valid {
+		cur = nil
+	}
+	t := cur
+	if cur == nil || len(docs) > 0 || cur.last != thLast {
+		t = cur.extend(created, thLast, docs)
+		s.terms.put(k, t)
+	}
+	return n, t.candidates(q, pq, tally), true, nil
+}
+
+// candidates adds to tally the cached messages that pass q's filters and
+// hold a term, and returns them.
+func (t *threadTerms) candidates(q store.SearchQuery, pq fulltext.ParsedQuery, tally *fulltext.Tally) []cand {
+	// The query's tokens by vocabulary id.
+	ids := make([]int32, len(t.words))
+	for i := range ids {
+		ids[i] = -1
+	}
+	for _, term := range pq.Terms {
+		for _, tok := range term.Tokens {
+			if v, ok := t.vocab[tok]; ok {
+				ids[v] = tally.TokenID([]byte(tok))
+			}
+		}
+	}
+	since, until := backend.Nanos(q.Since), backend.Nanos(q.Until)
+	first := 0
+	if q.FromSeq > 0 {
+		first = sort.Search(len(t.docs), func(i int) bool { return t.docs[i].seq >= q.FromSeq })
+	}
+	var (
+		cands []cand
+		doc   []int32
+	)
+	for i := first; i < len(t.docs); i++ {
+		d := &t.docs[i]
+		if q.ToSeq > 0 && d.seq > q.ToSeq {
+			break
+		}
+		if q.Role != "" && d.role != string(q.Role) || q.Tool != "" && d.tool != q.Tool ||
+			!q.Since.IsZero() && d.at < since || !q.Until.IsZero() && d.at > until {
+			continue
+		}
+		start := 0
+		if i > 0 {
+			start = t.docs[i-1].end
+		}
+		doc = doc[:0]
+		for _, v := range t.toks[start:d.end] {
+			doc = append(doc, ids[v])
+		}
+		if !tally.AddIDs(doc) {
+			tally.RemoveLast()
+			continue
+		}
+		cands = append(cands, cand{thread: q.Thread, ref: d.ref, seq: d.seq, at: d.at})
+	}
+	return cands
+}
