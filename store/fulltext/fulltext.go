@@ -462,7 +462,83 @@ func IndexTerms(s string) []string {
 // IndexBody returns the IndexTerms of s joined by spaces: text that a
 // full-text index tokenizing as FTS5's unicode61 does (every backend's
 // tokens are its tokens) splits into exactly those terms.
-func IndexBody(s string) string { return strings.Join(IndexTerms(s), " ") }
+//
+// It is what every appended message costs in the writer's path, so it
+// builds the text in one pass without the terms slice: ASCII tokens are
+// lowercased in a buffer and their stems looked up without a string of
+// their own; anything else takes eachTerm's way.
+func IndexBody(s string) string {
+	out := make([]byte, 0, len(s))
+	var low [maxStemLen]byte
+	start := -1
+	for i := 0; i <= len(s); {
+		var (
+			tokenRune bool
+			w         = 1
+		)
+		if i < len(s) {
+			if c := s[i]; c < utf8.RuneSelf {
+				tokenRune = asciiToken[c]
+			} else {
+				var r rune
+				r, w = utf8.DecodeRuneInString(s[i:])
+				tokenRune = IsTokenRune(r)
+			}
+		}
+		if tokenRune {
+			if start < 0 {
+				start = i
+			}
+			i += w
+			continue
+		}
+		if start >= 0 {
+			out = appendTerm(out, s, start, i, &low)
+			start = -1
+		}
+		i += w
+	}
+	return string(out)
+}
+
+// appendTerm appends the index term of the token s[start:end] to out,
+// after a space unless out is empty; a possessive's "s" appends nothing.
+func appendTerm(out []byte, s string, start, end int, low *[maxStemLen]byte) []byte {
+	tok := s[start:end]
+	if len(tok) == 1 && (tok[0] == 's' || tok[0] == 'S') && possessive(s, start) {
+		return out
+	}
+	if len(out) > 0 {
+		out = append(out, ' ')
+	}
+	if len(tok) > len(low) {
+		return append(out, Stem(strings.ToLower(tok))...)
+	}
+	letters := len(tok) >= 3
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c >= utf8.RuneSelf {
+			return append(out, Stem(strings.ToLower(tok))...)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		low[i] = c
+		letters = letters && 'a' <= c && c <= 'z'
+	}
+	if !letters {
+		return append(out, low[:len(tok)]...)
+	}
+	return append(out, stemWord(low[:len(tok)])...)
+}
+
+// asciiToken[c] is IsTokenRune(rune(c)) for the ASCII bytes.
+var asciiToken = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = IsTokenRune(rune(c))
+	}
+	return t
+}()
 
 // eachTerm calls fn with the byte span and the index term of every token
 // of s that IndexTerms keeps, in order, until fn returns false.
@@ -490,7 +566,7 @@ func possessive(s string, i int) bool {
 // three letters or more are reduced to their Snowball (Porter2) stem;
 // numbers, codes and other scripts stay as they are.
 func Stem(tok string) string {
-	if len(tok) < 3 || len(tok) > 64 {
+	if len(tok) < 3 || len(tok) > maxStemLen {
 		return tok
 	}
 	for i := 0; i < len(tok); i++ {
@@ -498,23 +574,53 @@ func Stem(tok string) string {
 			return tok
 		}
 	}
-	if st, ok := stems.Load(tok); ok {
-		return st.(string)
+	return stemWord([]byte(tok))
+}
+
+// maxStemLen is the longest word Stem stems.
+const maxStemLen = 64
+
+// stemWord returns the stem of word, 3 to maxStemLen letters a-z, from
+// the cache when it holds it: a vocabulary is small and every indexed and
+// searched word is stemmed. The cache holds the first maxStems words
+// seen, then stops growing (words past them are stemmed each time). It is
+// sharded maps rather than a sync.Map: a lookup by a []byte key allocates
+// nothing, and sync.Map's hashing of an interface was a third of an
+// append's IndexBody.
+func stemWord(word []byte) string {
+	h := uint32(2166136261) // FNV-1a
+	for _, c := range word {
+		h = (h ^ uint32(c)) * 16777619
 	}
-	st := english.Stem(tok, true)
+	sh := &stems[h%uint32(len(stems))]
+	sh.mu.RLock()
+	st, ok := sh.m[string(word)]
+	sh.mu.RUnlock()
+	if ok {
+		return st
+	}
+	w := string(word)
+	st = english.Stem(w, true)
 	if stemsHeld.Add(1) <= maxStems {
-		stems.Store(tok, st)
+		sh.mu.Lock()
+		if sh.m == nil {
+			sh.m = map[string]string{}
+		}
+		sh.m[w] = st
+		sh.mu.Unlock()
 	}
 	return st
 }
 
-// stems caches Stem: a vocabulary is small and every indexed and searched
-// word is stemmed. It holds the first maxStems words seen, then stops
-// growing (words past them are stemmed each time).
 var (
-	stems     sync.Map
+	stems     [64]stemShard
 	stemsHeld atomic.Int64
 )
+
+type stemShard struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
 
 const maxStems = 1 << 17
 
