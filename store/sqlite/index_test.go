@@ -12,9 +12,9 @@ import (
 	"github.com/mnemehq/mneme/store/sqlite"
 )
 
-// The archive index is written in batches (log.go): an Append queues its
-// messages' index terms in events_fts_pending, and a search first moves
-// the queue into the index. These tests check what the conformance suite
+// The archive index is written in batches (log.go): an Append writes its
+// messages' index terms to events_terms, those past the index's mark are
+// its queue, and a search first moves the queue into the index. These tests check what the conformance suite
 // cannot see: the queue is used, it survives a restart, it is emptied in
 // batches, and a deleted thread leaves nothing in it.
 
@@ -28,7 +28,7 @@ func queued(t *testing.T, path string) int {
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM events_fts_pending`).Scan(&n); err != nil {
+	if err := db.QueryRow(`SELECT count(*) FROM events_terms WHERE id > (SELECT upto FROM events_fts_mark)`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -168,5 +168,39 @@ func TestDeleteErasesIndexedTerms(t *testing.T) {
 	}
 	if got := searchThreads(t, s, "bystander"); len(got) != 1 {
 		t.Errorf("the kept thread: %v", got)
+	}
+}
+
+// TestIndexAfterDeletingTheNewest: once the newest messages, already
+// indexed, are deleted, SQLite hands their ids out again; the messages
+// that take them are queued and found, not taken for indexed ones.
+func TestIndexAfterDeletingTheNewest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mneme.db")
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	appendText(t, s, "kept", 0, "an early note")
+	for i := range 3 {
+		appendText(t, s, "gone", int64(i), fmt.Sprintf("a doomed note %d", i))
+	}
+	if got := searchThreads(t, s, "doomed"); len(got) != 3 {
+		t.Fatalf("%d hits before the delete, want 3", len(got))
+	}
+	if q := queued(t, path); q != 0 {
+		t.Fatalf("%d messages still queued after a search: the test would not exercise the index", q)
+	}
+	if err := s.DeleteThread(context.Background(), "acme", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		appendText(t, s, "new", int64(i), fmt.Sprintf("a fresh memo %d", i))
+	}
+	if got := searchThreads(t, s, "fresh memo"); len(got) != 3 {
+		t.Errorf("%d of the 3 messages that reuse the deleted ids are found", len(got))
+	}
+	if got := searchThreads(t, s, "doomed"); len(got) != 0 {
+		t.Errorf("deleted messages found: %v", got)
 	}
 }

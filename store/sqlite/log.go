@@ -3,10 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	sqlitedrv "modernc.org/sqlite"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
@@ -24,7 +27,6 @@ type prepared struct {
 	msg   *message.Message
 	json  sql.NullString
 	plain string // the archive's index terms (fulltext.IndexBody)
-	scope string // the archive's scope terms (scopeTerms)
 	data  sql.NullString
 	tool  sql.NullString // a tool result's tool (resolveTools)
 }
@@ -53,9 +55,6 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		p, err := prepare(ev, after+int64(i)+1, now)
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", i, err)
-		}
-		if p.msg != nil {
-			p.scope = scopeTerms(tenant, thread)
 		}
 		req.ps[i] = p
 		if p.msg != nil {
@@ -100,7 +99,7 @@ type appendReq struct {
 // bound to each group's transaction: parsing SQL on every commit was a
 // fifth of a lone writer's CPU.
 type appendStmts struct {
-	ins, queue, bump, save, undo, release *sql.Stmt
+	ins, terms, bump, save, undo, release *sql.Stmt
 }
 
 // prepareAppend prepares the group's statements on the writer, once.
@@ -115,7 +114,7 @@ func (s *Store) prepareAppend(ctx context.Context) error {
 	}{
 		{&st.ins, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&st.queue, `INSERT INTO events_fts_pending (id, scope, body) VALUES (?, ?, ?)`},
+		{&st.terms, `INSERT INTO events_terms (id, terms) VALUES (?, ?)`},
 		{&st.bump, `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
 			WHERE tenant = ? AND id = ? AND last_seq = ?`},
 		{&st.save, `SAVEPOINT append`},
@@ -147,7 +146,7 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	write := func(savepoints bool) error {
 		return s.writeTx(ctx, func(tx *sql.Tx) error {
 			st := appendStmts{
-				ins: tx.StmtContext(ctx, s.stmts.ins), queue: tx.StmtContext(ctx, s.stmts.queue), bump: tx.StmtContext(ctx, s.stmts.bump),
+				ins: tx.StmtContext(ctx, s.stmts.ins), terms: tx.StmtContext(ctx, s.stmts.terms), bump: tx.StmtContext(ctx, s.stmts.bump),
 				save: tx.StmtContext(ctx, s.stmts.save), undo: tx.StmtContext(ctx, s.stmts.undo), release: tx.StmtContext(ctx, s.stmts.release),
 			}
 			if err := s.writeGroup(ctx, tx, &st, batch, savepoints); err != nil {
@@ -199,25 +198,65 @@ func (s *Store) commitGroup(batch []*appendReq) {
 const indexBatch = 512
 
 // The archive index is written in batches. An Append writes each message's
-// index terms to events_fts_pending, a plain table (one row at the end of
-// a b-tree, in the group's transaction, so as durable as the message); a
-// group commit moves the queue into events_fts once indexBatch messages
-// are queued, and a search first moves whatever is queued (catchUpIndex),
-// so that it sees every acknowledged message. Written per group, FTS5
-// flushed a small segment at every commit and merged them again: more than
-// a third of the writer's CPU with 32 threads appending.
+// index terms to events_terms (one row at the end of a b-tree, in the
+// group's transaction, so as durable as the message), which searches of
+// small threads read directly; events_fts indexes the rows up to
+// events_fts_mark.upto, and the rows past it are the queue. A group commit
+// moves the queue into events_fts once indexBatch messages are queued, and
+// a search that uses the index first moves whatever is queued
+// (catchUpIndex), so that it sees every acknowledged message. Written per
+// group, FTS5 flushed a small segment at every commit and merged them
+// again: more than a third of the writer's CPU with 32 threads appending.
+// The queue is a mark rather than a table of its own (schema 7): a copy of
+// every message's terms in a second table was a second row, page and
+// trigger in every commit.
+//
+// Rowids are max+1, so after the newest rows are deleted new ones could
+// reuse ids at or below the mark: DeleteThread lowers the mark to the
+// largest id left (lowerMark).
+
+// init registers mneme_scope(tenant, thread), the scope column's text
+// (scopeTerms), with which indexPending indexes the queue in one
+// statement.
+func init() {
+	err := sqlitedrv.RegisterDeterministicScalarFunction("mneme_scope", 2, func(_ *sqlitedrv.FunctionContext, args []driver.Value) (driver.Value, error) {
+		tenant, ok1 := args[0].(string)
+		thread, ok2 := args[1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("mneme_scope: tenant and thread must be text")
+		}
+		return scopeTerms(tenant, thread), nil
+	})
+	if err != nil {
+		panic(err)
+	}
+}
 
 // indexPending moves every queued message into events_fts, in tx.
 func indexPending(ctx context.Context, tx *sql.Tx) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO events_fts (rowid, scope, body)
-		SELECT id, scope, body FROM events_fts_pending ORDER BY id`); err != nil {
+		SELECT t.id, mneme_scope(e.tenant, e.thread), t.terms FROM events_terms t JOIN events e ON e.id = t.id
+		WHERE t.id > (SELECT upto FROM events_fts_mark) ORDER BY t.id`); err != nil {
 		return fmt.Errorf("sqlite: index: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM events_fts_pending`); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE events_fts_mark
+		SET upto = max(upto, COALESCE((SELECT max(id) FROM events_terms), 0))`); err != nil {
 		return fmt.Errorf("sqlite: index: %w", err)
 	}
 	return nil
 }
+
+// lowerMark lowers the index mark to the largest message id left, in the
+// transaction that deleted rows, so that the ids SQLite hands out next
+// (max+1) are past it and queued.
+func lowerMark(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE events_fts_mark
+		SET upto = min(upto, COALESCE((SELECT max(id) FROM events), 0))`)
+	return err
+}
+
+// queuedQuery tells whether any message waits in the index's queue.
+const queuedQuery = `SELECT EXISTS (SELECT 1 FROM events_terms WHERE id > (SELECT upto FROM events_fts_mark))`
 
 // catchUpIndex moves the queued index terms into events_fts, if any are
 // queued (by this process or another on the same file, or before a
@@ -227,7 +266,7 @@ func (s *Store) catchUpIndex(ctx context.Context) error {
 		return nil // nothing can have been queued since it was opened
 	}
 	var queued bool
-	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events_fts_pending)`).Scan(&queued); err != nil {
+	if err := s.r.QueryRowContext(ctx, queuedQuery).Scan(&queued); err != nil {
 		return classify("index", err)
 	}
 	if !queued {
@@ -345,7 +384,7 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 			if err != nil {
 				return true, classify("append", err)
 			}
-			if _, err := st.queue.ExecContext(ctx, id, p.scope, p.plain); err != nil {
+			if _, err := st.terms.ExecContext(ctx, id, p.plain); err != nil {
 				return true, fmt.Errorf("sqlite: append: index: %w", err)
 			}
 		}
@@ -569,7 +608,6 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 		for _, q := range []string{
 			`DELETE FROM snapshots WHERE tenant = ? AND thread = ?`,
 			`DELETE FROM events_fts WHERE rowid IN (SELECT id FROM events WHERE tenant = ? AND thread = ?)`,
-			`DELETE FROM events_fts_pending WHERE id IN (SELECT id FROM events WHERE tenant = ? AND thread = ?)`,
 			`DELETE FROM events WHERE tenant = ? AND thread = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, tenant, thread); err != nil {
@@ -582,6 +620,9 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return store.ErrNotFound
+		}
+		if err := lowerMark(ctx, tx); err != nil {
+			return fmt.Errorf("sqlite: delete thread: %w", err)
 		}
 		return nil
 	})

@@ -52,6 +52,13 @@ import (
 // content FTS5 knows which entries to remove, and secure-delete overwrites
 // them at once (DeleteThread leaves nothing behind). fillIndex, in the
 // same transaction, indexes what events_terms holds but the queue.
+//
+// Migration 7 replaces the queue table by a mark (log.go): the queue is the
+// events_terms rows past events_fts_mark.upto, and an Append writes the
+// terms once, to events_terms, rather than to the queue and, by a trigger,
+// to events_terms. The mark starts just below the first queued id: every
+// row below it was indexed, since a queued row's id is larger than any
+// indexed row's still in the table.
 var migrations = []string{
 	1: `
 CREATE TABLE threads (
@@ -153,6 +160,18 @@ DROP TABLE events_fts;
 CREATE VIRTUAL TABLE events_fts USING fts5 (scope, body, tokenize = 'unicode61 remove_diacritics 0');
 INSERT INTO events_fts (events_fts, rank) VALUES ('secure-delete', 1);
 `,
+	7: `
+CREATE TABLE events_fts_mark (
+	id   INTEGER PRIMARY KEY CHECK (id = 1),
+	upto INTEGER NOT NULL
+);
+INSERT INTO events_fts_mark (id, upto) VALUES (1, COALESCE(
+	(SELECT min(id) - 1 FROM events_fts_pending),
+	(SELECT max(id) FROM events_terms),
+	0));
+DROP TRIGGER events_terms_queued;
+DROP TABLE events_fts_pending;
+`,
 }
 
 // goMigrations are the steps of a migration done in Go, after its SQL, in
@@ -164,7 +183,7 @@ var goMigrations = map[int]func(context.Context, *sql.Tx) error{
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -100,7 +100,7 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		q  string
 	}{
 		{&ps.thread, `SELECT messages, tokens FROM threads WHERE tenant = ? AND id = ?`},
-		{&ps.queued, `SELECT EXISTS (SELECT 1 FROM events_fts_pending)`},
+		{&ps.queued, queuedQuery},
 		{&ps.read, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? ORDER BY e.seq`},
 		{&ps.match, `SELECT f.rowid, t.terms FROM events_fts f JOIN events_terms t ON t.id = f.rowid

@@ -144,3 +144,73 @@ func TestMigrateIndex(t *testing.T) {
 		t.Errorf("after DeleteThread: %d indexed, %d terms rows; want none", indexed, terms)
 	}
 }
+
+// TestMigrateQueue: a version 6 file with messages in its index queue
+// table opens at version 7 with them queued past the mark, and a search
+// through the index finds indexed and queued messages alike.
+func TestMigrateQueue(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v6.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= 6; v++ {
+		if err := applyMigration(ctx, db, v); err != nil {
+			t.Fatalf("migration %d: %v", v, err)
+		}
+	}
+	texts := []string{"refund INV-4401 today", "another refund", "a refund still queued", "and a last refund queued"}
+	if _, err := db.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens) VALUES ('acme', 't', 1, 1, ?, ?, 40)`, len(texts), len(texts)); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC)
+	for i, text := range texts {
+		m := message.NewText(message.User, text)
+		js, err := backend.EncodeMessage(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := db.ExecContext(ctx, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tokens, message) VALUES ('acme', 't', ?, 'message', ?, ?, 'user', 10, ?)`,
+			i+1, backend.Nanos(at), store.NewRef(), js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := res.LastInsertId()
+		body := fulltext.IndexBody(fulltext.SearchText(m, at))
+		if i < 2 { // indexed, as version 6 moved its queue
+			_, err = db.ExecContext(ctx, insertFTS, id, scopeTerms("acme", "t"), body)
+			if err == nil {
+				_, err = db.ExecContext(ctx, `INSERT INTO events_terms (id, terms) VALUES (?, ?)`, id, body)
+			}
+		} else { // queued: a trigger copies the terms to events_terms
+			_, err = db.ExecContext(ctx, `INSERT INTO events_fts_pending (id, scope, body) VALUES (?, ?, ?)`, id, scopeTerms("acme", "t"), body)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open a version 6 file: %v", err)
+	}
+	defer s.Close()
+	var upto int64
+	if err := s.r.QueryRowContext(ctx, `SELECT upto FROM events_fts_mark`).Scan(&upto); err != nil || upto != 2 {
+		t.Fatalf("mark after the migration = %d, %v; want 2 (two messages indexed)", upto, err)
+	}
+	s.searchPath = useIndex
+	hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: "refund", Thread: "t"})
+	if err != nil || len(hits) != len(texts) {
+		t.Fatalf("Search(refund) = %d hits, %v; want %d", len(hits), err, len(texts))
+	}
+	var indexed int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_fts`).Scan(&indexed); err != nil || indexed != len(texts) {
+		t.Errorf("%d rows indexed, %v; want %d, each once", indexed, err, len(texts))
+	}
+}

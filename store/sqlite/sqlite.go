@@ -48,7 +48,7 @@ type Store struct {
 	now       func() time.Time
 	group     backend.GroupCommit[*appendReq] // group commit of Appends (log.go)
 	stmts     appendStmts                     // the group commit's statements, prepared once (log.go)
-	queued    atomic.Int64                    // messages in events_fts_pending, as this process counts them (log.go)
+	queued    atomic.Int64                    // messages queued for the archive index, as this process counts them (log.go)
 	closeOnce sync.Once
 	closeErr  error
 
