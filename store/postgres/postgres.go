@@ -20,7 +20,7 @@
 // result list.
 //
 // A replica keeps the terms of the small threads it searched lately
-// (termcache.go, up to about 32 MB), so that a thread's next search reads
+// (termcache.go, up to 32 MB), so that a thread's next search reads
 // only what was appended since.
 //
 // Vectors: real[] with exact cosine ranking computed in SQL. pgvector is not
@@ -90,7 +90,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
-	s := &Store{pool: pool, now: time.Now, terms: newTermCache(termCacheTokens)}
+	s := &Store{pool: pool, now: time.Now, terms: newTermCache(termCacheBytes)}
 	// Two group transactions in flight: while one waits for its WAL flush,
 	// the next runs its statements.
 	s.group.Leaders = 2

@@ -448,6 +448,10 @@ type cand struct {
 	thread, ref string
 	seq, at     int64
 	text        *string // SearchText, once read
+	// From the term cache: the message (where its text is kept once read)
+	// and its entry.
+	doc  *termDoc
+	from *threadTerms
 }
 
 // hits ranks the candidates in tally (cands, of a scope holding n
@@ -467,6 +471,9 @@ func (s *Store) hits(ctx context.Context, tenant string, pq fulltext.ParsedQuery
 		var seqs []int64
 		for _, r := range ranked[start:end] {
 			c := &cands[r.Index]
+			if c.doc != nil && c.doc.text.Load() != nil {
+				continue // all known
+			}
 			threads, seqs = append(threads, c.thread), append(seqs, c.seq)
 		}
 		type key struct {
@@ -478,46 +485,71 @@ func (s *Store) hits(ctx context.Context, tenant string, pq fulltext.ParsedQuery
 			js  *string
 		}
 		texts := map[key]stored{}
-		rows, err := s.pool.Query(ctx, `SELECT e.thread, e.seq, e.ref, e.role, e.tool, e.at, CASE WHEN e.lossy = 0 THEN e.message END FROM events e
+		if len(seqs) > 0 {
+			rows, err := s.pool.Query(ctx, `SELECT e.thread, e.seq, e.ref, e.role, e.tool, e.at, CASE WHEN e.lossy = 0 THEN e.message END FROM events e
 			JOIN unnest($2::text[], $3::bigint[]) AS w(thread, seq) ON e.thread = w.thread AND e.seq = w.seq
 			WHERE e.tenant = $1`, tenant, threads, seqs)
-		if err != nil {
-			return nil, dbErr("search", err)
-		}
-		for rows.Next() {
-			var (
-				st        stored
-				ref, tool *string
-				role      string
-				at        int64
-			)
-			if err := rows.Scan(&st.hit.Thread, &st.hit.Seq, &ref, &role, &tool, &at, &st.js); err != nil {
-				rows.Close()
+			if err != nil {
 				return nil, dbErr("search", err)
 			}
-			st.hit.Ref, st.hit.Role, st.hit.Tool, st.hit.At = deref(ref), message.Role(role), deref(tool), backend.FromNanos(at)
-			texts[key{st.hit.Thread, st.hit.Seq}] = st
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, dbErr("search", err)
+			for rows.Next() {
+				var (
+					st        stored
+					ref, tool *string
+					role      string
+					at        int64
+				)
+				if err := rows.Scan(&st.hit.Thread, &st.hit.Seq, &ref, &role, &tool, &at, &st.js); err != nil {
+					rows.Close()
+					return nil, dbErr("search", err)
+				}
+				st.hit.Ref, st.hit.Role, st.hit.Tool, st.hit.At = deref(ref), message.Role(role), deref(tool), backend.FromNanos(at)
+				texts[key{st.hit.Thread, st.hit.Seq}] = st
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, dbErr("search", err)
+			}
+			// The cache keeps the texts read, of every candidate of the
+			// page: the next search's page is mostly the same.
+			for _, r := range ranked[start:end] {
+				c := &cands[r.Index]
+				st, ok := texts[key{c.thread, c.seq}]
+				if c.doc == nil || !ok || st.hit.Ref != c.ref {
+					continue
+				}
+				text, err := searchText(st.js, st.hit)
+				if err != nil {
+					return nil, err
+				}
+				if c.doc.text.CompareAndSwap(nil, &text) {
+					c.from.memo.bytes.Add(int64(len(text)))
+					s.terms.grew(c.from.key, c.from.memo, len(text))
+				}
+			}
 		}
 		for _, r := range ranked[start:end] {
 			if len(hits) == limit {
 				break
 			}
 			c := cands[r.Index]
-			st, ok := texts[key{c.thread, c.seq}]
-			if !ok || st.hit.Ref != c.ref {
-				continue
-			}
-			h := st.hit
-			if c.text == nil {
-				text, err := searchText(st.js, h)
-				if err != nil {
-					return nil, err
+			var h store.Hit
+			if d := c.doc; d != nil && d.text.Load() != nil {
+				h = store.Hit{Thread: c.thread, Ref: d.ref, Seq: d.seq, Role: message.Role(d.role), Tool: d.tool, At: backend.FromNanos(d.at)}
+				c.text = d.text.Load()
+			} else {
+				st, ok := texts[key{c.thread, c.seq}]
+				if !ok || st.hit.Ref != c.ref {
+					continue
 				}
-				c.text = &text
+				h = st.hit
+				if c.text == nil {
+					text, err := searchText(st.js, h)
+					if err != nil {
+						return nil, err
+					}
+					c.text = &text
+				}
 			}
 			if !pq.MatchesVerbatim(*c.text) {
 				continue

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/backend"
@@ -27,30 +28,40 @@ import (
 // created time, its last seq not behind, the cached last message still
 // there under its ref); otherwise it sends every message and the entry
 // is rebuilt. The count of messages (BM25's N) and the new messages come
-// from that one statement, so a search still sees one snapshot; the hits'
-// texts are read from the database as on every path.
+// from that one statement, so a search still sees one snapshot. A hit's
+// text is read from the database the first time the message is a hit,
+// then kept with it: a thread's next searches, whose hits are mostly the
+// same messages, are then one round trip.
 //
 // A thread is cached only while it is small (what readThread would read)
 // and exact (no lossy document: those are checked against their text).
 
-// termCacheTokens bounds the tokens all entries hold (4 bytes each, plus
-// a few dozen bytes a message and the vocabularies): about 32 MB.
-const termCacheTokens = 8 << 20
+// termCacheBytes bounds what all entries hold: their terms (4 bytes a
+// token), messages and vocabularies, and the texts of the hits found in
+// them.
+const termCacheBytes = 32 << 20
 
 // termCache holds threadTerms by tenant and thread, least recently used
 // first out.
 type termCache struct {
-	mu     sync.Mutex
-	max    int // tokens
-	tokens int
-	byKey  map[termKey]*list.Element // of *threadTerms
-	lru    list.List                 // front: most recent
+	mu    sync.Mutex
+	max   int // bytes
+	bytes int
+	byKey map[termKey]*list.Element // of *cached
+	lru   list.List                 // front: most recent
 }
 
 type termKey struct{ tenant, thread string }
 
-func newTermCache(maxTokens int) *termCache {
-	return &termCache{max: maxTokens, byKey: map[termKey]*list.Element{}}
+// cached is an entry and the bytes it is charged.
+type cached struct {
+	key     termKey
+	t       *threadTerms
+	charged int
+}
+
+func newTermCache(maxBytes int) *termCache {
+	return &termCache{max: maxBytes, byKey: map[termKey]*list.Element{}}
 }
 
 // get returns the entry of a thread, nil if none.
@@ -59,7 +70,7 @@ func (c *termCache) get(k termKey) *threadTerms {
 	defer c.mu.Unlock()
 	if e := c.byKey[k]; e != nil {
 		c.lru.MoveToFront(e)
-		return e.Value.(*threadTerms)
+		return e.Value.(*cached).t
 	}
 	return nil
 }
@@ -70,23 +81,39 @@ func (c *termCache) put(k termKey, t *threadTerms) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.byKey[k]; e != nil {
-		old := e.Value.(*threadTerms)
-		if old.created == t.created && old.last > t.last {
+		old := e.Value.(*cached)
+		if old.t.created == t.created && old.t.last > t.last {
 			return
 		}
-		c.tokens -= old.size()
-		e.Value = t
-		c.lru.MoveToFront(e)
-	} else {
-		c.byKey[k] = c.lru.PushFront(t)
+		c.bytes -= old.charged
+		c.lru.Remove(e)
 	}
-	t.key = k
-	c.tokens += t.size()
-	for c.tokens > c.max && c.lru.Len() > 1 {
+	v := &cached{key: k, t: t, charged: t.size()}
+	c.byKey[k] = c.lru.PushFront(v)
+	c.bytes += v.charged
+	c.evict()
+}
+
+// grew charges k's entry n more bytes, if it is still of memo's
+// incarnation (a text was kept).
+func (c *termCache) grew(k termKey, memo *textMemo, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.byKey[k]; e != nil && e.Value.(*cached).t.memo == memo {
+		e.Value.(*cached).charged += n
+		c.bytes += n
+		c.evict()
+	}
+}
+
+// evict drops the least recently used entries while over the bound,
+// keeping the newest.
+func (c *termCache) evict() {
+	for c.bytes > c.max && c.lru.Len() > 1 {
 		e := c.lru.Back()
-		old := e.Value.(*threadTerms)
-		c.tokens -= old.size()
-		delete(c.byKey, old.key)
+		v := e.Value.(*cached)
+		c.bytes -= v.charged
+		delete(c.byKey, v.key)
 		c.lru.Remove(e)
 	}
 }
@@ -99,7 +126,7 @@ func (c *termCache) drop(k termKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.byKey[k]; e != nil {
-		c.tokens -= e.Value.(*threadTerms).size()
+		c.bytes -= e.Value.(*cached).charged
 		delete(c.byKey, k)
 		c.lru.Remove(e)
 	}
@@ -116,7 +143,12 @@ type threadTerms struct {
 	toks    []int32          // every document's tokens, as vocabulary ids, in order
 	vocab   map[string]int32 // the thread's distinct tokens
 	words   []string         // vocab's keys by id
+	memo    *textMemo        // the incarnation's kept texts
 }
+
+// textMemo counts the bytes of the texts kept in the messages of one
+// incarnation of a thread (shared by its successive entries).
+type textMemo struct{ bytes atomic.Int64 }
 
 // termDoc is one message event of a cached thread.
 type termDoc struct {
@@ -124,9 +156,19 @@ type termDoc struct {
 	ref, tool string
 	role      string
 	end       int // its tokens are toks[previous end:end]
+	// text is its fulltext.SearchText once read for a hit, shared by the
+	// entries that hold the message.
+	text *atomic.Pointer[string]
 }
 
-func (t *threadTerms) size() int { return len(t.toks) + 16*len(t.docs) + 4*len(t.words) }
+// size is about the bytes t holds.
+func (t *threadTerms) size() int {
+	n := 4*len(t.toks) + 96*len(t.docs) + int(t.memo.bytes.Load())
+	for _, w := range t.words {
+		n += 16 + 2*len(w) // the word and the map's entry
+	}
+	return n
+}
 
 // lastDoc returns the seq and ref of the thread's last cached message (0
 // and "" when none), which the statement checks.
@@ -141,13 +183,13 @@ func (t *threadTerms) lastDoc() (int64, string) {
 // extend returns the entry for the thread up to last, with docs appended.
 // t is left as it is (other searches may be reading it): what they share
 // is copied.
-func (t *threadTerms) extend(created, last int64, docs []newDoc) *threadTerms {
+func (t *threadTerms) extend(k termKey, created, last int64, docs []newDoc) *threadTerms {
 	if t != nil && t.created == created && len(docs) == 0 {
 		n := *t // only the last seq moves: the rest is shared, unchanged
 		n.last = last
 		return &n
 	}
-	n := &threadTerms{created: created, last: last}
+	n := &threadTerms{key: k, created: created, last: last}
 	if t != nil && t.created == created {
 		n.docs = append(make([]termDoc, 0, len(t.docs)+len(docs)), t.docs...)
 		ntoks := 0
@@ -160,8 +202,10 @@ func (t *threadTerms) extend(created, last int64, docs []newDoc) *threadTerms {
 		for w, id := range t.vocab {
 			n.vocab[w] = id
 		}
+		n.memo = t.memo
 	} else {
 		n.vocab = map[string]int32{}
+		n.memo = &textMemo{}
 	}
 	for _, d := range docs {
 		start := len(n.toks)
@@ -183,7 +227,8 @@ func (t *threadTerms) extend(created, last int64, docs []newDoc) *threadTerms {
 				doc[pos-1] = id
 			}
 		})
-		n.docs = append(n.docs, termDoc{seq: d.seq, at: d.at, ref: d.ref, tool: d.tool, role: d.role, end: len(n.toks)})
+		n.docs = append(n.docs, termDoc{seq: d.seq, at: d.at, ref: d.ref, tool: d.tool, role: d.role, end: len(n.toks),
+			text: new(atomic.Pointer[string])})
 	}
 	return n
 }
@@ -287,7 +332,7 @@ func (s *Store) cachedCandidates(ctx context.Context, tenant string, q store.Sea
 	}
 	t := cur
 	if cur == nil || len(docs) > 0 || cur.last != thLast {
-		t = cur.extend(created, thLast, docs)
+		t = cur.extend(k, created, thLast, docs)
 		s.terms.put(k, t)
 	}
 	return n, t.candidates(q, pq, tally), true, nil
@@ -313,10 +358,8 @@ func (t *threadTerms) candidates(q store.SearchQuery, pq fulltext.ParsedQuery, t
 	if q.FromSeq > 0 {
 		first = sort.Search(len(t.docs), func(i int) bool { return t.docs[i].seq >= q.FromSeq })
 	}
-	var (
-		cands []cand
-		doc   []int32
-	)
+	cands := make([]cand, 0, len(t.docs)-first)
+	var doc []int32
 	for i := first; i < len(t.docs); i++ {
 		d := &t.docs[i]
 		if q.ToSeq > 0 && d.seq > q.ToSeq {
@@ -338,7 +381,7 @@ func (t *threadTerms) candidates(q store.SearchQuery, pq fulltext.ParsedQuery, t
 			tally.RemoveLast()
 			continue
 		}
-		cands = append(cands, cand{thread: q.Thread, ref: d.ref, seq: d.seq, at: d.at})
+		cands = append(cands, cand{thread: q.Thread, ref: d.ref, seq: d.seq, at: d.at, doc: d, from: t})
 	}
 	return cands
 }

@@ -26,7 +26,7 @@ func TestTermCacheFollowsThread(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
-	for _, budget := range []int{termCacheTokens, 1} {
+	for _, budget := range []int{termCacheBytes, 1} {
 		t.Run(fmt.Sprintf("budget-%d", budget), func(t *testing.T) {
 			cached, writer, plain := open(t), open(t), open(t)
 			cached.terms = newTermCache(budget)
