@@ -3,11 +3,17 @@ package postgres
 import (
 	"container/list"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/store/fulltext"
@@ -140,10 +146,11 @@ type threadTerms struct {
 	created int64 // the thread's created time (Nanos): its incarnation
 	last    int64 // the thread's last seq this covers
 	docs    []termDoc
-	toks    []int32          // every document's tokens, as vocabulary ids, in order
-	vocab   map[string]int32 // the thread's distinct tokens
-	words   []string         // vocab's keys by id
-	memo    *textMemo        // the incarnation's kept texts
+	toks    []int32                  // every document's tokens, as vocabulary ids, in order
+	vocab   map[string]int32         // the thread's distinct tokens
+	words   []string                 // vocab's keys by id
+	memo    *textMemo                // the incarnation's kept texts
+	slab    []atomic.Pointer[string] // add's next termDoc.text, while built
 }
 
 // textMemo counts the bytes of the texts kept in the messages of one
@@ -180,74 +187,55 @@ func (t *threadTerms) lastDoc() (int64, string) {
 	return d.seq, d.ref
 }
 
-// extend returns the entry for the thread up to last, with docs appended.
-// t is left as it is (other searches may be reading it): what they share
-// is copied.
-func (t *threadTerms) extend(k termKey, created, last int64, docs []newDoc) *threadTerms {
-	if t != nil && t.created == created && len(docs) == 0 {
-		n := *t // only the last seq moves: the rest is shared, unchanged
-		n.last = last
+// successor returns the entry that will hold the thread up to last: a
+// copy of t's messages (other searches may be reading t) when t is of the
+// same incarnation, else none. more says that messages will be added
+// (add); without, t's are shared.
+func (t *threadTerms) successor(k termKey, created, last int64, more bool) *threadTerms {
+	if t != nil && t.created == created && !more {
+		n := *t
+		n.last, n.slab = last, nil
 		return &n
 	}
 	n := &threadTerms{key: k, created: created, last: last}
 	if t != nil && t.created == created {
-		n.docs = append(make([]termDoc, 0, len(t.docs)+len(docs)), t.docs...)
-		ntoks := 0
-		for _, d := range docs {
-			ntoks += d.n
-		}
-		n.toks = append(make([]int32, 0, len(t.toks)+ntoks), t.toks...)
+		n.docs = append(make([]termDoc, 0, len(t.docs)+8), t.docs...)
+		n.toks = append(make([]int32, 0, len(t.toks)+512), t.toks...)
 		n.words = append([]string(nil), t.words...)
-		n.vocab = make(map[string]int32, len(t.vocab)+16)
-		for w, id := range t.vocab {
-			n.vocab[w] = id
-		}
+		n.vocab = maps.Clone(t.vocab)
 		n.memo = t.memo
 	} else {
 		n.vocab = map[string]int32{}
 		n.memo = &textMemo{}
 	}
-	for _, d := range docs {
-		start := len(n.toks)
-		for range d.n {
+	return n
+}
+
+// add appends a message, given its terms literal (exact: its positions
+// are 1..n), to an entry being built.
+func (n *threadTerms) add(d termDoc, terms []byte) {
+	start := len(n.toks)
+	var id int32
+	eachLexeme(terms, func(tok []byte) {
+		var ok bool
+		if id, ok = n.vocab[string(tok)]; !ok {
+			id = int32(len(n.words))
+			w := string(tok)
+			n.words = append(n.words, w)
+			n.vocab[w] = id
+		}
+	}, func(pos int) {
+		for len(n.toks) < start+pos {
 			n.toks = append(n.toks, -1)
 		}
-		doc := n.toks[start:]
-		var id int32
-		eachLexeme(d.terms, func(tok []byte) {
-			var ok bool
-			if id, ok = n.vocab[string(tok)]; !ok {
-				id = int32(len(n.words))
-				w := string(tok)
-				n.words = append(n.words, w)
-				n.vocab[w] = id
-			}
-		}, func(pos int) {
-			if pos <= len(doc) {
-				doc[pos-1] = id
-			}
-		})
-		n.docs = append(n.docs, termDoc{seq: d.seq, at: d.at, ref: d.ref, tool: d.tool, role: d.role, end: len(n.toks),
-			text: new(atomic.Pointer[string])})
+		n.toks[start+pos-1] = id
+	})
+	d.end = len(n.toks)
+	if len(n.slab) == 0 {
+		n.slab = make([]atomic.Pointer[string], 64)
 	}
-	return n
-}
-
-// newDoc is a message read from the database for the cache: its terms
-// literal (exact: every position 1..n is there) and its columns.
-type newDoc struct {
-	seq, at   int64
-	ref, tool string
-	role      string
-	terms     []byte
-	n         int // positions in terms
-}
-
-// countPositions returns the number of positions in a terms literal.
-func countPositions(lit []byte) int {
-	n := 0
-	eachLexeme(lit, func([]byte) {}, func(int) { n++ })
-	return n
+	d.text, n.slab = &n.slab[0], n.slab[1:]
+	n.docs = append(n.docs, d)
 }
 
 // cachedThreadSQL reads a thread's row and its messages after seq $4 if
@@ -285,36 +273,55 @@ func (s *Store) cachedCandidates(ctx context.Context, tenant string, q store.Sea
 	if err != nil {
 		return 0, nil, false, dbErr("search", err)
 	}
+	// Columns are decoded from the driver's buffers (RawValues): only
+	// refs and tools become strings.
 	var (
 		found, small, valid bool
-		thLast              int64
-		docs                []newDoc
-		lossy               *int16
+		next                *threadTerms // the entry being built
 	)
+	fds := rows.FieldDescriptions()
 	for rows.Next() {
-		var (
-			d         newDoc
-			seq, at   *int64
-			ref, tool *string
-			role      *string
-		)
-		if err := rows.Scan(&created, &thLast, &n, &small, &valid, &seq, &at, &lossy, &ref, &role, &tool, nil); err != nil {
+		raw := rows.RawValues()
+		if len(raw) != 12 {
 			rows.Close()
-			return 0, nil, false, dbErr("search", err)
+			return 0, nil, false, fmt.Errorf("postgres: search: %d columns", len(raw))
 		}
-		found = true
-		if seq == nil {
-			continue
+		num := func(i int) int64 {
+			if err == nil {
+				var v int64
+				v, err = rawInt(raw[i], fds[i].Format)
+				return v
+			}
+			return 0
 		}
-		if *lossy != exact {
+		if !found {
+			found = true
+			created, n, small, valid = num(0), num(2), rawBool(raw[3], fds[3].Format), rawBool(raw[4], fds[4].Format)
+			if !valid {
+				cur = nil
+			}
+			if thLast := num(1); small && (cur == nil || raw[5] != nil || cur.last != thLast) {
+				next = cur.successor(k, created, thLast, raw[5] != nil)
+			}
+			if err != nil {
+				rows.Close()
+				return 0, nil, false, fmt.Errorf("postgres: search: %w", err)
+			}
+		}
+		if raw[5] == nil || !small {
+			continue // no message after the entry's
+		}
+		if num(7) != exact {
 			rows.Close()
 			s.terms.drop(k)
 			return 0, nil, false, nil
 		}
-		d.seq, d.at, d.ref, d.role, d.tool = *seq, *at, deref(ref), deref(role), deref(tool)
-		d.terms = append([]byte(nil), rows.RawValues()[11]...)
-		d.n = countPositions(d.terms)
-		docs = append(docs, d)
+		d := termDoc{seq: num(5), at: num(6), ref: string(raw[8]), role: roleString(raw[9]), tool: string(raw[10])}
+		if err != nil {
+			rows.Close()
+			return 0, nil, false, fmt.Errorf("postgres: search: %w", err)
+		}
+		next.add(d, raw[11])
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -327,12 +334,9 @@ func (s *Store) cachedCandidates(ctx context.Context, tenant string, q store.Sea
 		s.terms.drop(k)
 		return 0, nil, false, nil
 	}
-	if !valid {
-		cur = nil
-	}
 	t := cur
-	if cur == nil || len(docs) > 0 || cur.last != thLast {
-		t = cur.extend(k, created, thLast, docs)
+	if next != nil {
+		t = next
 		s.terms.put(k, t)
 	}
 	return n, t.candidates(q, pq, tally), true, nil
@@ -384,4 +388,40 @@ func (t *threadTerms) candidates(q store.SearchQuery, pq fulltext.ParsedQuery, t
 		cands = append(cands, cand{thread: q.Thread, ref: d.ref, seq: d.seq, at: d.at, doc: d, from: t})
 	}
 	return cands
+}
+
+// rawInt decodes an integer column as the driver holds it: binary (as
+// pgx asks for integers in a prepared statement's results) or text.
+func rawInt(raw []byte, format int16) (int64, error) {
+	if format == pgx.BinaryFormatCode {
+		switch len(raw) {
+		case 8:
+			return int64(binary.BigEndian.Uint64(raw)), nil
+		case 4:
+			return int64(int32(binary.BigEndian.Uint32(raw))), nil
+		case 2:
+			return int64(int16(binary.BigEndian.Uint16(raw))), nil
+		}
+		return 0, fmt.Errorf("integer of %d bytes", len(raw))
+	}
+	return strconv.ParseInt(string(raw), 10, 64)
+}
+
+// rawBool decodes a boolean column as the driver holds it.
+func rawBool(raw []byte, format int16) bool {
+	if format == pgx.BinaryFormatCode {
+		return len(raw) == 1 && raw[0] == 1
+	}
+	return len(raw) > 0 && raw[0] == 't'
+}
+
+// roleString returns a role column as a string, without allocating for
+// the known roles.
+func roleString(raw []byte) string {
+	for _, r := range []message.Role{message.User, message.Assistant, message.Tool, message.System} {
+		if string(raw) == string(r) {
+			return string(r)
+		}
+	}
+	return string(raw)
 }
