@@ -130,3 +130,20 @@ func BenchmarkSearch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoadShort: a Load of a thread's last two events, as the engine
+// reads what follows its snapshot at every request: the statement's cost,
+// more than the rows'.
+func BenchmarkLoadShort(b *testing.B) {
+	s := benchOpen(b)
+	ctx := context.Background()
+	evs := synthetic(1000)
+	if _, err := s.Append(ctx, "acme", "bench", 0, evs); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if got, err := s.Load(ctx, "acme", "bench", 999, 0); err != nil || len(got) != 2 {
+			b.Fatalf("Load = %d events, %v", len(got), err)
+		}
+	}
+}

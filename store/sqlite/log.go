@@ -266,7 +266,7 @@ func (s *Store) catchUpIndex(ctx context.Context) error {
 		return nil // nothing can have been queued since it was opened
 	}
 	var queued bool
-	if err := s.r.QueryRowContext(ctx, queuedQuery).Scan(&queued); err != nil {
+	if err := s.queryRow(ctx, queuedQuery).Scan(&queued); err != nil {
 		return classify("index", err)
 	}
 	if !queued {
@@ -457,7 +457,7 @@ func (s *Store) findCall(ctx context.Context, tenant, thread string, after int64
 			}
 		}
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT message FROM events
+	rows, err := s.query(ctx, `SELECT message FROM events
 		WHERE tenant = ? AND thread = ? AND seq > ? AND seq <= ? AND role = 'assistant' AND instr(message, ?) > 0
 		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, after, backend.CallNeedle(callID))
 	if err != nil {
@@ -502,7 +502,7 @@ func (s *Store) Load(ctx context.Context, tenant, thread string, from int64, lim
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events
+	rows, err := s.query(ctx, `SELECT `+eventCols+` FROM events
 		WHERE tenant = ? AND thread = ? AND seq >= ? ORDER BY seq LIMIT ?`, tenant, thread, from, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: load: %w", err)
@@ -528,7 +528,7 @@ func (s *Store) LastSeq(ctx context.Context, tenant, thread string) (int64, erro
 		return 0, err
 	}
 	var last int64
-	err := s.r.QueryRowContext(ctx, `SELECT last_seq FROM threads WHERE tenant = ? AND id = ?`, tenant, thread).Scan(&last)
+	err := s.queryRow(ctx, `SELECT last_seq FROM threads WHERE tenant = ? AND id = ?`, tenant, thread).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -587,7 +587,7 @@ func (s *Store) Thread(ctx context.Context, tenant, thread string) (store.Thread
 	if err := backend.CheckScope(tenant, thread); err != nil {
 		return store.ThreadInfo{}, err
 	}
-	ti, err := backend.ScanThread(s.r.QueryRowContext(ctx, `SELECT `+backend.ThreadCols+` FROM threads WHERE tenant = ? AND id = ?`, tenant, thread))
+	ti, err := backend.ScanThread(s.queryRow(ctx, `SELECT `+backend.ThreadCols+` FROM threads WHERE tenant = ? AND id = ?`, tenant, thread))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ThreadInfo{}, store.ErrNotFound
 	}
@@ -660,7 +660,7 @@ func (s *Store) EventByRef(ctx context.Context, tenant, ref string) (string, sto
 		return "", store.Event{}, store.ErrNotFound
 	}
 	var thread string
-	row := s.r.QueryRowContext(ctx, `SELECT thread, `+eventCols+` FROM events WHERE tenant = ? AND ref = ?`, tenant, ref)
+	row := s.queryRow(ctx, `SELECT thread, `+eventCols+` FROM events WHERE tenant = ? AND ref = ?`, tenant, ref)
 	ev, err := scanEvent(row, &thread)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", store.Event{}, store.ErrNotFound

@@ -45,7 +45,7 @@ func (s *Store) GetSnapshot(ctx context.Context, tenant, thread string) (int64, 
 	}
 	var seq int64
 	var data []byte
-	err := s.r.QueryRowContext(ctx, `SELECT seq, data FROM snapshots WHERE tenant = ? AND thread = ?`, tenant, thread).Scan(&seq, &data)
+	err := s.queryRow(ctx, `SELECT seq, data FROM snapshots WHERE tenant = ? AND thread = ?`, tenant, thread).Scan(&seq, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil, store.ErrNotFound
 	}

@@ -64,6 +64,7 @@ type Store struct {
 	// (search.go), for the tests that run the conformance suite on each.
 	searchPath searchPath
 	search     searchStmts // Search's statements, prepared on first use (search.go)
+	reads      stmtCache   // the fixed reads' statements on r (stmts.go)
 }
 
 var _ store.Store = (*Store)(nil)
