@@ -147,3 +147,22 @@ func BenchmarkLoadShort(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOpen: opening an existing file at this build's schema version,
+// the first step of a cold start.
+func BenchmarkOpen(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "bench.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	for b.Loop() {
+		s, err := sqlite.Open(ctx, path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+}
