@@ -94,42 +94,18 @@ type appendReq struct {
 	backend.GroupMember // its outcome, set by commitGroup
 }
 
-// appendStmts are the statements a group runs, prepared once on the
-// writer (the first group prepares them; groups run one at a time) and
-// bound to each group's transaction: parsing SQL on every commit was a
-// fifth of a lone writer's CPU.
-type appendStmts struct {
-	ins, terms, bump, save, undo, release *sql.Stmt
-}
-
-// prepareAppend prepares the group's statements on the writer, once.
-func (s *Store) prepareAppend(ctx context.Context) error {
-	if s.stmts.ins != nil {
-		return nil
-	}
-	var st appendStmts
-	for _, p := range []struct {
-		to **sql.Stmt
-		q  string
-	}{
-		{&st.ins, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&st.terms, `INSERT INTO events_terms (id, terms) VALUES (?, ?)`},
-		{&st.bump, `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
-			WHERE tenant = ? AND id = ? AND last_seq = ?`},
-		{&st.save, `SAVEPOINT append`},
-		{&st.undo, `ROLLBACK TO append`},
-		{&st.release, `RELEASE append`},
-	} {
-		stmt, err := s.w.PrepareContext(ctx, p.q)
-		if err != nil {
-			return classify("append", err)
-		}
-		*p.to = stmt
-	}
-	s.stmts = st
-	return nil
-}
+// The statements a group runs, each prepared once on the writer (rawTx):
+// parsing SQL on every commit was a fifth of a lone writer's CPU.
+const (
+	insertEvent = `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertTerms  = `INSERT INTO events_terms (id, terms) VALUES (?, ?)`
+	insertThread = `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	bumpThread = `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
+		WHERE tenant = ? AND id = ? AND last_seq = ?`
+	selectLastSeq = `SELECT last_seq FROM threads WHERE tenant = ? AND id = ?`
+)
 
 // commitGroup writes every request of batch in one transaction. Requests
 // fail alone: a conflict is found before a request writes anything, and a
@@ -141,15 +117,10 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	// The transaction is the group's, not one caller's: no caller's
 	// cancellation may abort the others.
 	ctx := context.Background()
-	err := s.prepareAppend(ctx)
 	var queued int64 // messages the group queued if it commits; -1: it emptied the queue
 	write := func(savepoints bool) error {
-		return s.writeTx(ctx, func(tx *sql.Tx) error {
-			st := appendStmts{
-				ins: tx.StmtContext(ctx, s.stmts.ins), terms: tx.StmtContext(ctx, s.stmts.terms), bump: tx.StmtContext(ctx, s.stmts.bump),
-				save: tx.StmtContext(ctx, s.stmts.save), undo: tx.StmtContext(ctx, s.stmts.undo), release: tx.StmtContext(ctx, s.stmts.release),
-			}
-			if err := s.writeGroup(ctx, tx, &st, batch, savepoints); err != nil {
+		return s.rawWriteTx(ctx, func(x rawTx) error {
+			if err := s.writeGroup(ctx, x, batch, savepoints); err != nil {
 				return err
 			}
 			// Once enough terms are queued, this group moves them into
@@ -166,17 +137,15 @@ func (s *Store) commitGroup(batch []*appendReq) {
 				return nil
 			}
 			queued = -1
-			return indexPending(ctx, tx)
+			return indexPending(ctx, x)
 		})
 	}
-	if err == nil {
-		err = write(false)
-		if errors.Is(err, errWroteAndFailed) {
-			for _, r := range batch {
-				r.Err = nil
-			}
-			err = write(true)
+	err := write(false)
+	if errors.Is(err, errWroteAndFailed) {
+		for _, r := range batch {
+			r.Err = nil
 		}
+		err = write(true)
 	}
 	if err != nil {
 		for _, r := range batch {
@@ -233,7 +202,7 @@ func init() {
 }
 
 // indexPending moves every queued message into events_fts, in tx.
-func indexPending(ctx context.Context, tx *sql.Tx) error {
+func indexPending(ctx context.Context, tx execer) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO events_fts (rowid, scope, body)
 		SELECT t.id, mneme_scope(e.tenant, e.thread), t.terms FROM events_terms t JOIN events e ON e.id = t.id
 		WHERE t.id > (SELECT upto FROM events_fts_mark) ORDER BY t.id`); err != nil {
@@ -249,7 +218,7 @@ func indexPending(ctx context.Context, tx *sql.Tx) error {
 // lowerMark lowers the index mark to the largest message id left, in the
 // transaction that deleted rows, so that the ids SQLite hands out next
 // (max+1) are past it and queued.
-func lowerMark(ctx context.Context, tx *sql.Tx) error {
+func lowerMark(ctx context.Context, tx execer) error {
 	_, err := tx.ExecContext(ctx, `UPDATE events_fts_mark
 		SET upto = min(upto, COALESCE((SELECT max(id) FROM events), 0))`)
 	return err
@@ -289,10 +258,10 @@ var errWroteAndFailed = errors.New("sqlite: append: a request failed after writi
 // savepoint, which then has to be merged, and that was two fifths of the
 // writer's time with 32 threads appending; without them the group's terms
 // are flushed once, at the commit.
-func (s *Store) writeGroup(ctx context.Context, tx *sql.Tx, st *appendStmts, batch []*appendReq, savepoints bool) error {
+func (s *Store) writeGroup(ctx context.Context, x rawTx, batch []*appendReq, savepoints bool) error {
 	if len(batch) == 1 {
 		// Alone: the request's error is the transaction's.
-		_, batch[0].Err = s.appendIn(ctx, tx, st, batch[0])
+		_, batch[0].Err = s.appendIn(ctx, x, batch[0])
 		return batch[0].Err
 	}
 	if !savepoints {
@@ -300,7 +269,7 @@ func (s *Store) writeGroup(ctx context.Context, tx *sql.Tx, st *appendStmts, bat
 			// Only a clean conflict fails a request here: anything else
 			// (it wrote, or SQLite failed and may have ended the
 			// transaction) has the group written again with savepoints.
-			wrote, err := s.appendIn(ctx, tx, st, r)
+			wrote, err := s.appendIn(ctx, x, r)
 			if err != nil && (wrote || !errors.Is(err, store.ErrConflict)) {
 				return errWroteAndFailed
 			}
@@ -309,15 +278,15 @@ func (s *Store) writeGroup(ctx context.Context, tx *sql.Tx, st *appendStmts, bat
 		return nil
 	}
 	for _, r := range batch {
-		if _, err := st.save.ExecContext(ctx); err != nil {
+		if _, err := x.ExecContext(ctx, `SAVEPOINT append`); err != nil {
 			return classify("append", err)
 		}
-		if _, r.Err = s.appendIn(ctx, tx, st, r); r.Err != nil {
-			if _, err := st.undo.ExecContext(ctx); err != nil {
+		if _, r.Err = s.appendIn(ctx, x, r); r.Err != nil {
+			if _, err := x.ExecContext(ctx, `ROLLBACK TO append`); err != nil {
 				return classify("append", err)
 			}
 		}
-		if _, err := st.release.ExecContext(ctx); err != nil {
+		if _, err := x.ExecContext(ctx, `RELEASE append`); err != nil {
 			return classify("append", err)
 		}
 	}
@@ -328,10 +297,10 @@ func (s *Store) writeGroup(ctx context.Context, tx *sql.Tx, st *appendStmts, bat
 // thread's row moves first, guarded by the expected seq, so that the common
 // case costs no read. wrote reports whether it changed anything in tx
 // (never when it fails on a conflict).
-func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *appendReq) (wrote bool, err error) {
+func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq) (wrote bool, err error) {
 	ps := r.ps
 	if len(ps) == 0 {
-		last, err := lastSeqIn(ctx, tx, r.tenant, r.thread)
+		last, err := x.lastSeq(ctx, r.tenant, r.thread)
 		if err != nil {
 			return false, err
 		}
@@ -343,22 +312,21 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 	newLast := r.after + int64(len(ps))
 	var moved int64
 	if r.after == 0 {
-		res, err := tx.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		res, err := x.ExecContext(ctx, insertThread,
 			r.tenant, r.thread, backend.Nanos(r.now), backend.Nanos(r.now), newLast, r.msgs, r.tokens)
 		if err != nil {
 			return false, classify("append", err)
 		}
 		moved, _ = res.RowsAffected()
 	} else {
-		res, err := st.bump.ExecContext(ctx, newLast, backend.Nanos(r.now), r.msgs, r.tokens, r.tenant, r.thread, r.after)
+		res, err := x.ExecContext(ctx, bumpThread, newLast, backend.Nanos(r.now), r.msgs, r.tokens, r.tenant, r.thread, r.after)
 		if err != nil {
 			return false, classify("append", err)
 		}
 		moved, _ = res.RowsAffected()
 	}
 	if moved == 0 {
-		last, err := lastSeqIn(ctx, tx, r.tenant, r.thread)
+		last, err := x.lastSeq(ctx, r.tenant, r.thread)
 		if err != nil {
 			return false, err
 		}
@@ -371,7 +339,7 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 			tool = p.tool
 		}
 		ref := sql.NullString{String: p.ev.Ref, Valid: p.ev.Ref != ""}
-		res, err := st.ins.ExecContext(ctx, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
+		res, err := x.ExecContext(ctx, insertEvent, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
 			ref, role, tool, p.ev.Tokens, p.json, p.data)
 		if isUniqueViolation(err) {
 			return true, fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
@@ -384,7 +352,7 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 			if err != nil {
 				return true, classify("append", err)
 			}
-			if _, err := st.terms.ExecContext(ctx, id, p.plain); err != nil {
+			if _, err := x.ExecContext(ctx, insertTerms, id, p.plain); err != nil {
 				return true, fmt.Errorf("sqlite: append: index: %w", err)
 			}
 		}
@@ -394,8 +362,17 @@ func (s *Store) appendIn(ctx context.Context, tx *sql.Tx, st *appendStmts, r *ap
 
 func lastSeqIn(ctx context.Context, tx *sql.Tx, tenant, thread string) (int64, error) {
 	var last int64
-	err := tx.QueryRowContext(ctx, `SELECT last_seq FROM threads WHERE tenant = ? AND id = ?`, tenant, thread).Scan(&last)
+	err := tx.QueryRowContext(ctx, selectLastSeq, tenant, thread).Scan(&last)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, classify("append", err)
+	}
+	return last, nil
+}
+
+// lastSeq is lastSeqIn in a group's transaction.
+func (x rawTx) lastSeq(ctx context.Context, tenant, thread string) (int64, error) {
+	last, _, err := x.queryInt64(ctx, selectLastSeq, tenant, thread)
+	if err != nil {
 		return 0, classify("append", err)
 	}
 	return last, nil

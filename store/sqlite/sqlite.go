@@ -47,7 +47,7 @@ type Store struct {
 	w, r      *sql.DB
 	now       func() time.Time
 	group     backend.GroupCommit[*appendReq] // group commit of Appends (log.go)
-	stmts     appendStmts                     // the group commit's statements, prepared once (log.go)
+	raw       rawConn                         // the writer's driver connection and its statements, for group commits (rawtx.go)
 	queued    atomic.Int64                    // messages queued for the archive index, as this process counts them (log.go)
 	closeOnce sync.Once
 	closeErr  error
@@ -210,6 +210,7 @@ func classify(op string, err error) error {
 // Close closes both connection pools; calling it again is harmless.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.closeRaw()
 		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
