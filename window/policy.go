@@ -203,7 +203,7 @@ type Policy struct {
 	RecallTopK int `json:"recall_top_k"`
 	// RecallShare and RecallMaxTokens bound the recalled block: at most
 	// that fraction of the usable budget and that many tokens (defaults
-	// 0.3 and 4,000), and never past the budget.
+	// 0.4 and 5,000), and never past the budget.
 	RecallShare     float64 `json:"recall_share"`
 	RecallMaxTokens int     `json:"recall_max_tokens"`
 	// RecallMinScore: a hit whose search score is below it is not recalled
@@ -227,8 +227,8 @@ func DefaultPolicy() Policy {
 		ReflectOver:     Frac(0.15),
 		AutoRecall:      true,
 		RecallTopK:      50,
-		RecallShare:     0.3,
-		RecallMaxTokens: 4000,
+		RecallShare:     0.4,
+		RecallMaxTokens: 5000,
 	}
 }
 
