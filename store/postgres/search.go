@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
@@ -47,6 +49,10 @@ const (
 )
 
 // indexTerms returns the tsvector literal of text and how lossy it is.
+// Every append runs it on each message: the lexemes are numbered in the
+// order they first occur, their positions gathered in one slice, and the
+// literal written into one buffer, all of them scratch reused from one
+// call to the next (the literal is the one allocation).
 func indexTerms(text string) (string, int16) {
 	lossy := int16(exact)
 	if len(text) > maxIndexText {
@@ -54,53 +60,91 @@ func indexTerms(text string) (string, int16) {
 		// The cut may split a token; its tail is lost with the rest.
 	}
 	toks := fulltext.IndexTerms(text)
-	type lexeme struct {
-		tok string
-		pos []int
-	}
-	var lexs []*lexeme
-	byTok := map[string]*lexeme{}
-	bytes := 0
+	sc := termScratch.Get().(*indexScratch)
+	defer sc.put()
+	ids := sc.ids[:0] // each position's lexeme, -1 for none
+	var bytes int
 	for i, tok := range toks {
-		l := byTok[tok]
-		if l == nil {
+		id, ok := sc.byTok[tok]
+		if !ok {
 			if len(tok) > maxLexeme || bytes+len(tok) > maxLexemeBytes {
 				lossy = partialLexs
+				ids = append(ids, -1)
 				continue
 			}
 			bytes += len(tok)
-			l = &lexeme{tok: tok}
-			byTok[tok] = l
-			lexs = append(lexs, l)
+			id = int32(len(sc.lexs))
+			sc.byTok[tok] = id
+			sc.lexs, sc.counts = append(sc.lexs, tok), append(sc.counts, 0)
 		}
 		switch {
-		case i+1 > maxPosition, len(l.pos) == maxPositions:
+		case i+1 > maxPosition, sc.counts[id] == maxPositions:
 			lossy = max(lossy, inexactPos)
+			ids = append(ids, -1)
 		default:
-			l.pos = append(l.pos, i+1)
+			sc.counts[id]++
+			ids = append(ids, id)
 		}
 	}
-	var b strings.Builder
-	b.Grow(bytes + 8*len(lexs))
-	for i, l := range lexs {
-		if i > 0 {
-			b.WriteByte(' ')
+	sc.ids = ids
+	// Each lexeme's positions, in order, at starts[id]...
+	starts := append(sc.starts[:0], 0)
+	for id, c := range sc.counts {
+		starts = append(starts, starts[id]+c)
+	}
+	next := append(sc.next[:0], starts[:len(sc.lexs)]...)
+	pos := slices.Grow(sc.pos[:0], int(starts[len(sc.lexs)]))[:starts[len(sc.lexs)]]
+	for i, id := range ids {
+		if id >= 0 {
+			pos[next[id]] = int32(i + 1)
+			next[id]++
+		}
+	}
+	sc.starts, sc.next, sc.pos = starts, next, pos
+	b := slices.Grow(sc.buf[:0], bytes+3*len(sc.lexs)+6*len(pos))
+	for id, tok := range sc.lexs {
+		if id > 0 {
+			b = append(b, ' ')
 		}
 		// Tokens are runs of letters, digits and marks: never a quote or a
 		// backslash, the only characters a quoted lexeme would escape.
-		b.WriteByte('\'')
-		b.WriteString(l.tok)
-		b.WriteByte('\'')
-		for j, p := range l.pos {
+		b = append(b, '\'')
+		b = append(b, tok...)
+		b = append(b, '\'')
+		for j, p := range pos[starts[id]:starts[id+1]] {
 			if j == 0 {
-				b.WriteByte(':')
+				b = append(b, ':')
 			} else {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
-			b.WriteString(strconv.Itoa(p))
+			b = strconv.AppendInt(b, int64(p), 10)
 		}
 	}
-	return b.String(), lossy
+	sc.buf = b
+	return string(b), lossy
+}
+
+// indexScratch is indexTerms' working memory.
+type indexScratch struct {
+	byTok                    map[string]int32
+	lexs                     []string
+	ids, counts, starts, pos []int32
+	next                     []int32
+	buf                      []byte
+}
+
+var termScratch = sync.Pool{New: func() any { return &indexScratch{byTok: map[string]int32{}} }}
+
+// put returns sc to the pool, unless a large document grew it: that memory
+// goes back to the heap.
+func (sc *indexScratch) put() {
+	if len(sc.ids) > 1<<14 || cap(sc.buf) > 1<<17 {
+		return
+	}
+	clear(sc.byTok)
+	clear(sc.lexs) // no strings kept alive
+	sc.lexs, sc.counts = sc.lexs[:0], sc.counts[:0]
+	termScratch.Put(sc)
 }
 
 // tsQuery renders a parsed query as a tsquery literal, shaped by

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,4 +162,91 @@ func TestSearchPaths(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestIndexTermsSame: indexTerms writes what the first, plainer version
+// of it wrote (indexTermsBefore, below), on texts that reach its limits
+// too.
+func TestIndexTermsSame(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := []string{"refund", "the", "INV-4401", "Caroline's", "讨论预算", "e\u0301", "paintings", "a", "src/app/main.go", "2026-03-15"}
+	texts := []string{"", "one", strings.Repeat("w ", maxPositions+5), strings.Repeat("a ", maxPosition) + "late b a",
+		"ok " + strings.Repeat("z", maxLexeme+1) + " ok"}
+	var many strings.Builder // distinct lexemes past maxLexemeBytes
+	for i := 0; many.Len() < maxLexemeBytes+10_000; i++ {
+		fmt.Fprintf(&many, "w%dx ", i)
+	}
+	texts = append(texts, many.String())
+	for range 200 {
+		var b strings.Builder
+		for range rng.IntN(400) {
+			b.WriteString(words[rng.IntN(len(words))])
+			b.WriteByte(' ')
+		}
+		texts = append(texts, b.String())
+	}
+	for _, text := range texts {
+		got, gotLossy := indexTerms(text)
+		want, wantLossy := indexTermsBefore(text)
+		if got != want || gotLossy != wantLossy {
+			t.Errorf("indexTerms(%.40q) = %.80q, %d; before %.80q, %d", text, got, gotLossy, want, wantLossy)
+		}
+	}
+}
+
+// indexTerms returns the tsvector literal of text and how lossy it is.
+func indexTermsBefore(text string) (string, int16) {
+	lossy := int16(exact)
+	if len(text) > maxIndexText {
+		text, lossy = text[:maxIndexText], partialLexs
+		// The cut may split a token; its tail is lost with the rest.
+	}
+	toks := fulltext.IndexTerms(text)
+	type lexeme struct {
+		tok string
+		pos []int
+	}
+	var lexs []*lexeme
+	byTok := map[string]*lexeme{}
+	bytes := 0
+	for i, tok := range toks {
+		l := byTok[tok]
+		if l == nil {
+			if len(tok) > maxLexeme || bytes+len(tok) > maxLexemeBytes {
+				lossy = partialLexs
+				continue
+			}
+			bytes += len(tok)
+			l = &lexeme{tok: tok}
+			byTok[tok] = l
+			lexs = append(lexs, l)
+		}
+		switch {
+		case i+1 > maxPosition, len(l.pos) == maxPositions:
+			lossy = max(lossy, inexactPos)
+		default:
+			l.pos = append(l.pos, i+1)
+		}
+	}
+	var b strings.Builder
+	b.Grow(bytes + 8*len(lexs))
+	for i, l := range lexs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		// Tokens are runs of letters, digits and marks: never a quote or a
+		// backslash, the only characters a quoted lexeme would escape.
+		b.WriteByte('\'')
+		b.WriteString(l.tok)
+		b.WriteByte('\'')
+		for j, p := range l.pos {
+			if j == 0 {
+				b.WriteByte(':')
+			} else {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(p))
+		}
+	}
+	return b.String(), lossy
 }
