@@ -51,8 +51,9 @@ const (
 // indexTerms returns the tsvector literal of text and how lossy it is.
 // Every append runs it on each message: the lexemes are numbered in the
 // order they first occur, their positions gathered in one slice, and the
-// literal written into one buffer, all of them scratch reused from one
-// call to the next (the literal is the one allocation).
+// literal written into one buffer in the lexemes' order, all of them
+// scratch reused from one call to the next (the literal is the one
+// allocation).
 func indexTerms(text string) (string, int16) {
 	lossy := int16(exact)
 	if len(text) > maxIndexText {
@@ -101,9 +102,18 @@ func indexTerms(text string) (string, int16) {
 		}
 	}
 	sc.starts, sc.next, sc.pos = starts, next, pos
+	// Lexemes are written in PostgreSQL's order (bytewise): tsvectorin
+	// sorts them, which on a sorted literal is one pass.
+	order := sc.order[:0]
+	for id := range sc.lexs {
+		order = append(order, int32(id))
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(sc.lexs[a], sc.lexs[b]) })
+	sc.order = order
 	b := slices.Grow(sc.buf[:0], bytes+3*len(sc.lexs)+6*len(pos))
-	for id, tok := range sc.lexs {
-		if id > 0 {
+	for i, id := range order {
+		tok := sc.lexs[id]
+		if i > 0 {
 			b = append(b, ' ')
 		}
 		// Tokens are runs of letters, digits and marks: never a quote or a
@@ -129,7 +139,7 @@ type indexScratch struct {
 	byTok                    map[string]int32
 	lexs                     []string
 	ids, counts, starts, pos []int32
-	next                     []int32
+	next, order              []int32
 	buf                      []byte
 }
 
@@ -230,11 +240,13 @@ func (r row) indexed(tenant, thread string) string {
 	if r.msg == nil {
 		return r.terms
 	}
-	sc := "'" + tenantLexeme(tenant) + "' '" + threadLexeme(tenant, thread) + "'"
+	// First: '#' sorts before every term (indexTerms writes them sorted),
+	// and the thread's '#h' before the tenant's '#t'.
+	sc := "'" + threadLexeme(tenant, thread) + "' '" + tenantLexeme(tenant) + "'"
 	if r.terms == "" {
 		return sc
 	}
-	return r.terms + " " + sc
+	return sc + " " + r.terms
 }
 
 // docTerms rebuilds a document's index terms, in order, from the tsvector
@@ -273,8 +285,9 @@ func docIDs(lit []byte, tally *fulltext.Tally, ids []int32) []int32 {
 
 // eachLexeme calls lexeme with every lexeme of a tsvector literal, as
 // indexTerms writes it and the driver holds it, but for scope lexemes
-// (which have no positions), then at with each of its positions: 'tok':1,5
-// 'next':2 '#t…' '#h…'. It runs on every candidate of a search, so it
+// (which have no positions), then at with each of its positions: '#h…'
+// '#t…' 'next':2 'tok':1,5 (or, written before schema 5's build, in
+// another order). It runs on every candidate of a search, so it
 // scans the literal once without splitting it or making strings.
 func eachLexeme(lit []byte, lexeme func(tok []byte), at func(pos int)) {
 	for i := 0; i < len(lit); {
