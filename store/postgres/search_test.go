@@ -258,7 +258,8 @@ func indexTermsBefore(text string) (string, int16) {
 
 // TestTermsInPostgresOrder: a message's terms literal is written in the
 // order PostgreSQL keeps a tsvector's lexemes, so that tsvectorin's sort
-// is one pass: the stored tsvector prints as the literal.
+// is one pass: the stored tsvector prints as the literal, however the
+// event was written.
 func TestTermsInPostgresOrder(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, pgtest.DSN(t, "mneme_t"))
@@ -267,16 +268,34 @@ func TestTermsInPostgresOrder(t *testing.T) {
 	}
 	defer s.Close()
 	texts := []string{"Refund the refunds, INV-4401!", "讨论预算 Ünïcode e\u0301 z a 0 9 _x x_ ab abc a1 ß ss",
-		"Caroline's paintings and 2026-03-15 src/app/main.go", strings.Repeat("w ", maxPositions+3)}
+		"Caroline's paintings and 2026-03-15 src/app/main.go", strings.Repeat("w ", maxPositions+3),
+		"ok " + strings.Repeat("z", maxLexeme+1) + " ok", strings.Repeat("a ", maxPosition) + "late b"}
 	var evs []store.Event
 	for _, text := range texts {
 		m := message.NewText(message.User, text)
 		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m})
 	}
+	evs = append(evs, store.Event{Kind: store.KindNote, Data: []byte(`{"n":1}`)})
+	// Every way events are written: a group commit, COPY (a large append),
+	// an import.
 	if _, err := s.Append(ctx, "acme", "t1", 0, evs); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.Pool().Query(ctx, `SELECT seq, terms, tsv::text FROM events ORDER BY seq`)
+	var large []store.Event
+	for len(large) < copyThreshold {
+		large = append(large, evs...)
+	}
+	if _, err := s.Append(ctx, "acme", "t2", 0, large); err != nil {
+		t.Fatal(err)
+	}
+	imported := slices.Clone(evs)
+	for i := range imported {
+		imported[i].Seq = int64(i + 1)
+	}
+	if err := s.Import(ctx, "acme", "t3", imported); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Pool().Query(ctx, `SELECT seq, terms, tsv::text FROM events ORDER BY thread, seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +314,7 @@ func TestTermsInPostgresOrder(t *testing.T) {
 		}
 		n++
 	}
-	if err := rows.Err(); err != nil || n != len(texts) {
-		t.Fatalf("%d events, %v", n, err)
+	if want := 2*len(evs) + len(large); rows.Err() != nil || n != want {
+		t.Fatalf("%d events, want %d, %v", n, want, rows.Err())
 	}
 }
