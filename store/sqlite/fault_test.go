@@ -91,6 +91,18 @@ func TestDiskFullIsUnavailable(t *testing.T) {
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("append on a full database: %v, want ErrUnavailable", err)
 	}
+	// Once there is room again, the writer takes appends: the failed one
+	// left no transaction open and nothing of itself in the log.
+	if _, err := s.w.ExecContext(ctx, "PRAGMA max_page_count = 1000000"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "default", "t", 0, msgEvent("after")); err != nil {
+		t.Fatalf("append once there is room: %v", err)
+	}
+	evs, err := s.Load(ctx, "default", "t", 0, 0)
+	if err != nil || len(evs) != 1 || evs[0].Message.PlainText() != "after" {
+		t.Fatalf("log after the failed append = %d events, %v; want the one appended after", len(evs), err)
+	}
 }
 
 // A database file that is not writable when opened (mode 0444: SQLite
