@@ -22,11 +22,11 @@ import (
 )
 
 // The proxy's overhead, side by side with direct calls to the same fake
-// upstream. The workload is an agent's: each conversation starts with a
-// 48-message tool-heavy history and goes on for cycleTurns turns, the
-// client resending its whole history every time (requests of 49 to 67
-// messages; the first of each cycle is a new thread whose 48 messages are
-// all appended). Direct and proxied requests carry the same bodies.
+// upstream. The workload is an agent's: each conversation has a
+// tool-heavy history and goes on for cycleTurns turns, the client
+// resending its whole history every time; the first request of each cycle
+// is a new thread whose whole history is appended. Direct and proxied
+// requests carry the same bodies.
 //
 //	go test ./server/ -run '^$' -bench Proxy -benchtime 2000x
 
@@ -38,22 +38,33 @@ type conversation struct {
 	thread string
 	turn   int
 	base   int // messages of the history a cycle starts with (default 48)
+	turns  int // requests per cycle (default cycleTurns)
 }
 
-func baseHistory() []map[string]any { return baseHistoryOf(48) }
+func baseHistory() []map[string]any { return baseHistoryOf(48, 0) }
 
-// baseHistoryOf is a tool-heavy history of n messages (n even).
-func baseHistoryOf(n int) []map[string]any {
+// baseHistoryOf is a tool-heavy history of n messages (n even). A salt
+// other than 0 makes every message's content its own (a new client's
+// history, which no cache has seen); 0 repeats the tool outputs every 20
+// calls.
+func baseHistoryOf(n int, salt int64) []map[string]any {
 	h := []map[string]any{
 		{"role": "system", "content": "You are a coding agent working in a Go repository."},
 		{"role": "user", "content": "Fix ticket INV-4401 in src/shop/checkout.go."},
 	}
+	if salt != 0 {
+		h[1]["content"] = fmt.Sprintf("Fix ticket INV-%d in src/shop/checkout.go.", salt)
+	}
 	for i := 0; len(h) < n; i++ {
 		id := fmt.Sprintf("call_%d", i)
 		tool := []string{"read_file", "grep", "run_tests"}[i%3]
+		out := toolOutput(tool, i%20)
+		if salt != 0 {
+			out = fmt.Sprintf("# run %d, call %d\n%s", salt, i, out)
+		}
 		h = append(h,
 			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": tool, "arguments": fmt.Sprintf(`{"arg":"x%d"}`, i)}}}},
-			map[string]any{"role": "tool", "tool_call_id": id, "content": toolOutput(tool, i%20)},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": out},
 		)
 	}
 	return h
@@ -61,11 +72,14 @@ func baseHistoryOf(n int) []map[string]any {
 
 var cycleSeq atomic.Int64
 
+// starts reports whether the next request begins a new cycle (and thread).
+func (c *conversation) starts() bool { return c.turn%cmp.Or(c.turns, cycleTurns) == 0 }
+
 // next returns the body of the conversation's next request, starting a
-// new cycle (and thread) every cycleTurns turns.
+// new cycle (and thread) every c.turns turns.
 func (c *conversation) next() []byte {
-	if c.turn%cycleTurns == 0 {
-		c.msgs = append(baseHistoryOf(cmp.Or(c.base, 48)), map[string]any{"role": "user", "content": "Go on."})
+	if c.starts() {
+		c.msgs = append(baseHistoryOf(cmp.Or(c.base, 48), 0), map[string]any{"role": "user", "content": "Go on."})
 		c.thread = fmt.Sprintf("bench-%d", cycleSeq.Add(1))
 	}
 	c.turn++
@@ -132,29 +146,45 @@ func benchStores(b *testing.B) []struct{ name, dsn string } {
 	}
 }
 
+// latencyRow is one row of BenchmarkProxyLatency.
+type latencyRow struct {
+	name string
+	base int  // the history a conversation starts with
+	cold bool // every timed request is a new thread's first
+}
+
 // BenchmarkProxyLatency alternates one direct and one proxied request of
 // the same body, one client, and reports both latencies' p50 and p99, the
-// overhead at p50 and the ratios, at about 58 and 500 messages per request.
-// On SQLite it also times one write+fsync of a page next to the database
-// after each request, and reports the overhead beyond one fsync: the
-// proxy's bar is p50 ≤ 1 ms over direct on memory, ≤ 1 ms plus one fsync
-// on SQLite.
+// overhead at p50 and the ratios. On SQLite it also times one write+fsync
+// of a page next to the database after each request, and reports the
+// overhead beyond one fsync: the proxy's bar is p50 ≤ 1 ms over direct on
+// memory, ≤ 1 ms plus one fsync on SQLite, p99 ≤ 5 ms.
+//
+// The rows "58" and "500" are a resend client's requests of about 58 and
+// 500 messages (49 to 67, 491 to 509) to a thread that exists: a
+// conversation's first request (47 or 489 messages, standing in for the
+// turns that built the history, each of which would have appended two
+// messages) goes through the proxy untimed, then ten turns are timed. The
+// rows "58-new-thread" and "500-new-thread" are the worst case: the same
+// sizes of body, each the first request of a new thread whose history no
+// cache has seen (a client that meets the proxy mid-conversation), so the
+// whole history is appended, counted and indexed within the request.
 //
 // The tail is taken apart by what each proxied request did: the first
-// request of a thread (its whole history appended and counted), a
-// compaction (X-Mneme-Compacted), a garbage collection that ended during
-// the request, or none of these (steady): each class's p50 and p99
-// overhead over the direct request of the same body, its share of
-// requests, and the CPU the proxy added to it. Beside the wall figures,
-// which a shared machine moves, the CPU and the heap allocations the
-// proxy adds per request (overhead-cpu-µs/req, overhead-allocs/req,
-// overhead-KB/req: the proxied request's less the direct one's, both
-// measured in this process, which runs the client and the fake upstream
-// too).
+// request of a thread, a compaction or other step of the window
+// (X-Mneme-Compacted), a garbage collection that ended during the
+// request, or none of these (steady): each class's p50 and p99 overhead
+// over the direct request of the same body, its share of requests, and
+// the CPU the proxy added to it. Beside the wall figures, which a shared
+// machine moves, the CPU and the heap allocations the proxy adds per
+// request (overhead-cpu-µs/req, overhead-allocs/req, overhead-KB/req: the
+// proxied request's less the direct one's, both measured in this
+// process, which runs the client and the fake upstream too).
 func BenchmarkProxyLatency(b *testing.B) {
+	rows := []latencyRow{{"58", 46, false}, {"58-new-thread", 46, true}, {"500", 488, false}, {"500-new-thread", 488, true}}
 	for _, st := range benchStores(b) {
-		for _, base := range []int{48, 490} {
-			b.Run(fmt.Sprintf("%s/%d", st.name, base+10), func(b *testing.B) {
+		for _, row := range rows {
+			b.Run(st.name+"/"+row.name, func(b *testing.B) {
 				h := startServer(b, harnessOpts{budget: 64000, dsn: st.dsn})
 				direct, proxied := h.llm.URL()+"/v1/chat/completions", h.url+"/v1/chat/completions"
 				var fsync *os.File
@@ -167,7 +197,7 @@ func BenchmarkProxyLatency(b *testing.B) {
 					fsync = f
 				}
 				var dd, dp, df []time.Duration
-				conv := conversation{base: base}
+				conv := conversation{base: row.base, turns: cycleTurns + 1}
 				msgs := 0
 				page := make([]byte, 4096)
 				classes := map[string][]time.Duration{} // overhead by what the request did
@@ -175,9 +205,27 @@ func BenchmarkProxyLatency(b *testing.B) {
 				var ms0, ms runtime.MemStats
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					first := conv.turn%cycleTurns == 0
-					body := conv.next()
-					msgs += len(conv.msgs)
+					var body []byte
+					var thread string
+					if row.cold {
+						body, thread = coldRequest(row.base, 1+i%cycleTurns)
+					} else {
+						if conv.starts() {
+							// The conversation so far, untimed (see above).
+							b.StopTimer()
+							body := conv.next()
+							rb, _, err := do(proxied, conv.thread, body)
+							if err == nil {
+								err = conv.reply(rb)
+							}
+							if err != nil {
+								b.Fatal(err)
+							}
+							b.StartTimer()
+						}
+						body, thread = conv.next(), conv.thread
+					}
+					msgs += bodyMessages(b, body)
 					runtime.ReadMemStats(&ms0)
 					c0 := storetest.CPUTime()
 					_, d0, err := do(direct, "", body)
@@ -190,7 +238,7 @@ func BenchmarkProxyLatency(b *testing.B) {
 					gcs, mallocs, bytes := ms.NumGC, ms.Mallocs, ms.TotalAlloc
 					dm, db := mallocs-ms0.Mallocs, bytes-ms0.TotalAlloc
 					c2 := storetest.CPUTime()
-					rb, d, hdr, err := doH(proxied, conv.thread, body)
+					rb, d, hdr, err := doH(proxied, thread, body)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -199,7 +247,7 @@ func BenchmarkProxyLatency(b *testing.B) {
 					runtime.ReadMemStats(&ms)
 					class := "steady"
 					switch {
-					case first:
+					case row.cold:
 						class = "first"
 					case hdr.Get(proxy.HeaderCompacted) == "true":
 						class = "compacted"
@@ -213,8 +261,10 @@ func BenchmarkProxyLatency(b *testing.B) {
 						}
 						cost[c].add(c3-c2-(c1-c0), float64(ms.Mallocs-mallocs)-float64(dm), float64(ms.TotalAlloc-bytes)-float64(db))
 					}
-					if err := conv.reply(rb); err != nil {
-						b.Fatal(err)
+					if !row.cold {
+						if err := conv.reply(rb); err != nil {
+							b.Fatal(err)
+						}
 					}
 					if fsync != nil {
 						start := time.Now()
@@ -259,6 +309,32 @@ func BenchmarkProxyLatency(b *testing.B) {
 			})
 		}
 	}
+}
+
+// coldRequest returns the body of a new thread's first request, and the
+// thread's id: a history of base messages no cache has seen, "Go on." and
+// turns answered turns after it (base+1+2*turns messages).
+func coldRequest(base, turns int) ([]byte, string) {
+	seq := cycleSeq.Add(1)
+	msgs := append(baseHistoryOf(base, seq), map[string]any{"role": "user", "content": "Go on."})
+	for t := 1; t <= turns; t++ {
+		msgs = append(msgs,
+			map[string]any{"role": "assistant", "content": fmt.Sprintf("Done with step %d of run %d.", t, seq)},
+			map[string]any{"role": "user", "content": fmt.Sprintf("Next, turn %d.", t)})
+	}
+	body, _ := json.Marshal(map[string]any{"model": "gpt-4o-mini", "messages": msgs})
+	return body, fmt.Sprintf("bench-%d", seq)
+}
+
+// bodyMessages counts the messages of a chat request body.
+func bodyMessages(b *testing.B, body []byte) int {
+	var req struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		b.Fatal(err)
+	}
+	return len(req.Messages)
 }
 
 // reqCost sums what the proxy added to the requests of one class: the
