@@ -51,8 +51,11 @@ type projector struct {
 	kind  byte
 	buf   []byte // the open run's canonical bytes so far
 	pend  []byte // its trailing text, not yet written
-	first int64
-	last  int64
+	// one and onePend are scratch for a single message's unit, kept so
+	// that projecting a long history does not allocate per message.
+	one, onePend []byte
+	first        int64
+	last         int64
 
 	started bool              // a non-system message was seen
 	leadSys []message.Message // the leading system messages
@@ -113,8 +116,10 @@ func (u *projector) add(m *message.Message, pos int64) {
 		return
 	}
 	u.close()
-	b, pend := canonParts([]byte{kind}, nil, m.Parts)
-	u.units = append(u.units, unit{h: sum(flushText(b, pend)), kind: kind, first: pos, last: pos})
+	b, pend := canonParts(append(u.one[:0], kind), u.onePend[:0], m.Parts)
+	b = flushText(b, pend)
+	u.units = append(u.units, unit{h: sum(b), kind: kind, first: pos, last: pos})
+	u.one, u.onePend = b, pend
 }
 
 // track follows the tool calls of the log: a result closes its call, and
@@ -266,15 +271,15 @@ func canonParts(b, pend []byte, ps []message.Part) ([]byte, []byte) {
 		b = flushText(b, pend)
 		pend = pend[:0]
 		b = append(b, 'p')
-		b = field(b, string(p.Type))
+		b = field(b, p.Type)
 		switch p.Type {
 		case message.Image:
 			b = field(b, p.ImageURL)
-			b = field(b, string(canonJSON(p.Raw)))
+			b = field(b, canonJSON(p.Raw))
 		case message.ToolCall:
 			b = field(b, p.ToolCallID)
 			b = field(b, p.ToolName)
-			b = field(b, string(canonJSON([]byte(p.Arguments))))
+			b = field(b, canonJSON(p.Arguments))
 		case message.ToolResult:
 			b = field(b, p.ToolCallID)
 			if p.IsError {
@@ -287,9 +292,9 @@ func canonParts(b, pend []byte, ps []message.Part) ([]byte, []byte) {
 		case message.Reasoning:
 			b = field(b, p.Text)
 			b = field(b, p.Signature)
-			b = field(b, string(p.Raw))
+			b = field(b, p.Raw)
 		case message.Opaque:
-			b = field(b, string(canonJSON(p.Raw)))
+			b = field(b, canonJSON(p.Raw))
 		}
 	}
 	return b, pend
@@ -300,20 +305,27 @@ func flushText(b, pend []byte) []byte {
 		return b
 	}
 	b = append(b, 't')
-	return field(b, string(pend))
+	return field(b, pend)
 }
 
-func field(b []byte, s string) []byte {
+func field[T ~string | ~[]byte](b []byte, s T) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
 
 // canonJSON returns JSON text with its object members sorted and its
 // spaces removed (numbers kept as written); other text is returned as is.
-func canonJSON(s []byte) []byte {
+func canonJSON[T ~string | ~[]byte](s T) []byte {
 	if len(s) == 0 {
-		return s
+		return []byte(s)
 	}
+	if (s[0] == '{' || s[0] == '[') && isCanonJSON(s) {
+		return []byte(s) // most tool arguments: no decoding, no encoding
+	}
+	return canonJSONSlow([]byte(s))
+}
+
+func canonJSONSlow(s []byte) []byte {
 	if s[0] != '{' && s[0] != '[' {
 		var out bytes.Buffer
 		if json.Compact(&out, s) != nil {
@@ -336,7 +348,7 @@ func canonJSON(s []byte) []byte {
 
 // requestProjection projects a request's messages.
 func requestProjection(msgs []message.Message) projector {
-	var u projector
+	u := projector{units: make([]unit, 0, len(msgs))}
 	for i := range msgs {
 		u.add(&msgs[i], int64(i))
 	}
@@ -426,4 +438,138 @@ func onlyInvisible(ps []message.Part) bool {
 		}
 	}
 	return true
+}
+
+// isCanonJSON reports whether s is JSON text that canonJSONSlow returns
+// unchanged, by a conservative scan: no space outside strings, object
+// members in strictly increasing order, strings of printable ASCII that
+// encoding/json writes as they are (no escape, no '<', '>' or '&'),
+// numbers as written. Anything else (another order, escapes, non-ASCII
+// text) is left to the slow path, which decides.
+func isCanonJSON[T ~string | ~[]byte](s T) bool {
+	i, ok := canonValue(s, 0, 0)
+	return ok && i == len(s)
+}
+
+// canonValue scans the value at s[i] and returns the index after it.
+func canonValue[T ~string | ~[]byte](s T, i, depth int) (int, bool) {
+	if i >= len(s) || depth > 100 {
+		return i, false
+	}
+	switch c := s[i]; {
+	case c == '{':
+		i++
+		if i < len(s) && s[i] == '}' {
+			return i + 1, true
+		}
+		var prev T
+		for n := 0; ; n++ {
+			start := i
+			j, ok := canonString(s, i)
+			if !ok {
+				return j, false
+			}
+			key := s[start+1 : j-1]
+			if n > 0 && string(key) <= string(prev) {
+				return j, false // out of order, or a duplicate (the last wins)
+			}
+			prev = key
+			if j >= len(s) || s[j] != ':' {
+				return j, false
+			}
+			if i, ok = canonValue(s, j+1, depth+1); !ok || i >= len(s) {
+				return i, false
+			}
+			switch s[i] {
+			case ',':
+				i++
+			case '}':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '[':
+		i++
+		if i < len(s) && s[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = canonValue(s, i, depth+1); !ok || i >= len(s) {
+				return i, false
+			}
+			switch s[i] {
+			case ',':
+				i++
+			case ']':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '"':
+		return canonString(s, i)
+	case c == '-' || '0' <= c && c <= '9':
+		return canonNumber(s, i)
+	default:
+		for _, lit := range [...]string{"true", "false", "null"} {
+			if len(s)-i >= len(lit) && string(s[i:i+len(lit)]) == lit {
+				return i + len(lit), true
+			}
+		}
+		return i, false
+	}
+}
+
+// canonString scans a string at s[i] that encoding/json writes back as it
+// is.
+func canonString[T ~string | ~[]byte](s T, i int) (int, bool) {
+	if i >= len(s) || s[i] != '"' {
+		return i, false
+	}
+	for i++; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20 || c > 0x7e || c == '\\' || c == '<' || c == '>' || c == '&':
+			return i, false
+		}
+	}
+	return i, false
+}
+
+// canonNumber scans a number in JSON's grammar at s[i].
+func canonNumber[T ~string | ~[]byte](s T, i int) (int, bool) {
+	digits := func() bool {
+		start := i
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	if s[i] == '-' {
+		i++
+	}
+	if i < len(s) && s[i] == '0' {
+		i++
+	} else if !digits() {
+		return i, false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if !digits() {
+			return i, false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return i, false
+		}
+	}
+	return i, true
 }

@@ -95,3 +95,37 @@ func TestRunExtends(t *testing.T) {
 		t.Error("a longer text is not an extension at a part boundary")
 	}
 }
+
+// canonJSON's fast path returns its input only where the slow path
+// (decode, encode) returns it too.
+func TestCanonJSONFastPath(t *testing.T) {
+	for _, s := range []string{
+		`{}`, `[]`, `{"a":1}`, `{"arg":"x1"}`, `{"a":[1,2.5,-3e+2,true,false,null],"b":{"c":"d"}}`,
+		`{"b":1,"a":2}`, `{"a":1,"a":2}`, `{"a": 1}`, `{"a":"<b>"}`, `{"a":"\u0041"}`, `{"a":"é"}`,
+		`{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":1}x`, `{"a":1} `, `[1,]`, `{"a":}`, `{"a"}`, `[tru]`,
+		`{"":0,"a":0}`, `{"a":"x","aa":"y","b":[{"z":1,"y":2}]}`, `[1e5,1E-5,0.0,-0]`, `{"a":"\\"}`, `{"a":"tab	x"}`,
+	} {
+		fast := isCanonJSON(s)
+		slow := string(canonJSONSlow([]byte(s)))
+		if fast && slow != s {
+			t.Errorf("%s: the fast path keeps it, the slow path gives %s", s, slow)
+		}
+		if got := string(canonJSON(s)); got != slow {
+			t.Errorf("canonJSON(%s) = %s, want %s", s, got, slow)
+		}
+	}
+}
+
+func FuzzCanonJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"b":[1,{"c":null}],"a":"x"}`, `[1,2]`, `{"a":"<"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if s == "" {
+			return
+		}
+		if got, want := string(canonJSON(s)), string(canonJSONSlow([]byte(s))); got != want {
+			t.Fatalf("canonJSON(%q) = %q, the slow path %q", s, got, want)
+		}
+	})
+}
