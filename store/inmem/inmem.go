@@ -57,9 +57,10 @@ type thread struct {
 // durable backends, which round-trip through JSON too.
 type storedEvent struct {
 	ev   store.Event // Message nil
-	msg  []byte
+	msg  string      // backend.EncodeMessage's form; "" for no message
 	role message.Role
 	tool string
+	doc  *doc // its index entry, made before the store is locked
 }
 
 type doc struct {
@@ -134,7 +135,9 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 			if err != nil {
 				return nil, err
 			}
-			se.msg, se.role = []byte(js), ev.Message.Role
+			se.msg, se.role = js, ev.Message.Role
+			text := fulltext.SearchText(*ev.Message, se.ev.At)
+			se.doc = &doc{terms: fulltext.IndexTerms(text), text: text}
 		}
 		if se.ev.Ref != "" {
 			if refs[se.ev.Ref] {
@@ -180,12 +183,13 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 	out := make([]store.Event, len(prepared))
 	for i := range prepared {
 		se := &prepared[i]
-		if se.msg != nil {
+		if se.msg != "" {
 			m := evs[i].Message
 			se.tool = backend.ToolOf(*m, func(id string) string { return findCall(th, prepared[:i], evs[:i], id) })
 			th.info.Messages++
 			th.info.Tokens += int64(se.ev.Tokens)
-			th.index(se.ev.Seq, fulltext.SearchText(*m, se.ev.At))
+			th.index(se.ev.Seq, se.doc)
+			se.doc = nil
 		}
 		if se.ev.Ref != "" {
 			t.refs[se.ev.Ref] = refLoc{threadID, se.ev.Seq}
@@ -213,9 +217,8 @@ func findCall(th *thread, batch []storedEvent, msgs []store.Event, callID string
 		if se.role != message.Assistant {
 			continue
 		}
-		var m message.Message
-		if json.Unmarshal(se.msg, &m) == nil {
-			if n := backend.CallName(m, callID); n != "" {
+		if m, err := backend.DecodeMessage(se.msg); err == nil {
+			if n := backend.CallName(*m, callID); n != "" {
 				return n
 			}
 		}
@@ -225,11 +228,13 @@ func findCall(th *thread, batch []storedEvent, msgs []store.Event, callID string
 
 func (se storedEvent) event() store.Event {
 	ev := se.ev
-	if se.msg != nil {
-		var m message.Message
+	if se.msg != "" {
 		// It was produced by backend.EncodeMessage, so it decodes.
-		_ = json.Unmarshal(se.msg, &m)
-		ev.Message = &m
+		m, err := backend.DecodeMessage(se.msg)
+		if err != nil {
+			m = &message.Message{}
+		}
+		ev.Message = m
 	}
 	if ev.Data != nil {
 		ev.Data = append(json.RawMessage(nil), ev.Data...)
@@ -237,10 +242,9 @@ func (se storedEvent) event() store.Event {
 	return ev
 }
 
-func (th *thread) index(seq int64, text string) {
-	terms := fulltext.IndexTerms(text)
-	th.docs[seq] = &doc{terms: terms, text: text}
-	for _, term := range terms {
+func (th *thread) index(seq int64, d *doc) {
+	th.docs[seq] = d
+	for _, term := range d.terms {
 		p := th.postings[term]
 		if p == nil {
 			p = map[int64]int{}
