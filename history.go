@@ -323,7 +323,7 @@ func (t *Thread) rebuildProjection(ctx context.Context, ts *threadState) error {
 }
 
 // messageEvents makes the events of msgs, with refs and token counts.
-func (t *Thread) messageEvents(ts *threadState, msgs []message.Message) []store.Event {
+func (t *Thread) messageEvents(sz sizer, msgs []message.Message) []store.Event {
 	evs := make([]store.Event, len(msgs))
 	at := now()
 	for i := range msgs {
@@ -335,7 +335,7 @@ func (t *Thread) messageEvents(ts *threadState, msgs []message.Message) []store.
 		// Counted by content (key ""), not by the new ref: the same message
 		// in another thread (a shared system prompt, a resent history
 		// starting a new thread or branch) is counted once per process.
-		evs[i] = store.Event{Kind: store.KindMessage, At: m.Time, Ref: ref, Message: &m, Tokens: ts.sz.Message("", m)}
+		evs[i] = store.Event{Kind: store.KindMessage, At: m.Time, Ref: ref, Message: &m, Tokens: sz.Message("", m)}
 	}
 	return evs
 }
@@ -354,8 +354,27 @@ func (t *Thread) land(ctx context.Context, ts *threadState, fresh []message.Mess
 		}
 		evs = append(evs, store.Event{Kind: store.KindNote, Data: b})
 	}
-	msgEvs := t.messageEvents(ts, fresh)
-	if err := t.checkFits(ctx, ts, msgEvs, sys, opts); err != nil {
+	// A request that changes the thread's policy (its model) records the
+	// policy with its messages, before them: one append instead of two (a
+	// new thread's first request brings its model), and the messages are
+	// counted and checked under the policy they are sent with. A policy
+	// the engine cannot use is left to windowLocked, which says why.
+	pol, sz, budget := ts.policy, ts.sz, ts.st.Budget()
+	if p := t.requestPolicy(ts, opts); p != nil && len(fresh) > 0 {
+		if b, c, err := t.m.modelInfo(*p); err == nil && b > 0 {
+			data, err := json.Marshal(*p)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, store.Event{Kind: store.KindPolicy, Data: data})
+			pol, budget = *p, b
+			if c.Name() != ts.tok {
+				sz = sizer{cache: t.m.tokens, c: c}
+			}
+		}
+	}
+	msgEvs := t.messageEvents(sz, fresh)
+	if err := t.checkFits(ctx, ts, pol, budget, msgEvs, opts); err != nil {
 		return nil, err
 	}
 	evs = append(evs, msgEvs...)
@@ -454,9 +473,8 @@ func (t *Thread) deferEvents(ts *threadState, evs []store.Event) ([]store.Event,
 // the budget whatever compaction does: one of its messages is larger than
 // what the budget leaves around it, or (on a new thread) its whole first
 // window. A refused request leaves the log as it was.
-func (t *Thread) checkFits(ctx context.Context, ts *threadState, evs []store.Event, sys *[]message.Message, opts WindowOptions) error {
+func (t *Thread) checkFits(ctx context.Context, ts *threadState, pol Policy, budget int, evs []store.Event, opts WindowOptions) error {
 	req := t.request(ts, opts)
-	budget := ts.st.Budget()
 	fixed := req.SystemTokens + req.ToolsTokens + window.ReplyPrimer
 	for _, ev := range evs {
 		if ev.Message.IsToolResult() {
@@ -471,7 +489,7 @@ func (t *Thread) checkFits(ctx context.Context, ts *threadState, evs []store.Eve
 	}
 	// A new thread: build its first window in memory.
 	ps := &threadState{}
-	if err := t.reset(ps, ts.policy); err != nil {
+	if err := t.reset(ps, pol); err != nil {
 		return err
 	}
 	for i := range evs {
@@ -687,7 +705,7 @@ func (x *Turn) Continue(ctx context.Context, msgs []message.Message) (*window.Wi
 	if re := x.re; re != nil {
 		t := re.parent
 		ps := re.ps
-		evs := t.messageEvents(ps, msgs)
+		evs := t.messageEvents(ps.sz, msgs)
 		for i := range evs {
 			evs[i].Seq = ps.st.LastSeq() + 1
 			if err := t.applyAll(ps, evs[i:i+1]); err != nil {
@@ -901,7 +919,7 @@ func (x *Turn) recordRerun(ctx context.Context, msgs []message.Message) ([]store
 	if !re.logged {
 		msgs = append(append([]message.Message(nil), re.extra...), msgs...)
 	}
-	evs = append(evs, child.messageEvents(cs, msgs)...)
+	evs = append(evs, child.messageEvents(cs.sz, msgs)...)
 	stored, err := child.appendEvents(ctx, cs, evs, func() ([]store.Event, error) { return nil, nil })
 	if err != nil {
 		return nil, err

@@ -502,9 +502,17 @@ func (t *Thread) Delete(ctx context.Context) error {
 	ts := t.m.pin(threadKey{t.tenant, t.id})
 	ts.mu.Lock()
 	defer t.m.unlock(ts)
+	inFlight := len(ts.pending) > 0
 	err := t.m.store.DeleteThread(ctx, t.tenant, t.id)
 	ts.clear()
 	ts.gen++ // a turn begun before the delete records nothing
+	if inFlight && errors.Is(err, store.ErrNotFound) {
+		// A new thread whose first request is at the model: its messages
+		// wait to be written with the reply (HistoryOptions.Defer). The
+		// thread exists for its client, and it is deleted: the turn
+		// writes nothing.
+		return nil
+	}
 	return err
 }
 

@@ -490,7 +490,10 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 func (a *API) deleteThread(w http.ResponseWriter, r *http.Request) {
 	tenant, id, _, err := a.thread(r)
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		// Not found in the store is for the engine to judge: a new
+		// thread whose first request is at the model exists, its messages
+		// not yet written (Thread.Delete).
 		a.fail(w, r, err)
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/mnemehq/mneme/internal/fakellm"
+	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/proxy"
 )
 
@@ -213,7 +214,13 @@ func TestServerSideRecall(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ref := msgs[1].Ref
+				var ref string
+				for _, ev := range msgs {
+					if ev.Message != nil && ev.Message.Role == message.User {
+						ref = ev.Ref
+						break
+					}
+				}
 				h.llm.Enqueue(
 					fakellm.Reply{ToolCalls: []fakellm.ToolCall{{ID: "call_r1", Name: proxy.ToolRead, Arguments: `{"ref":"` + ref + `","offset":1,"limit":5}`}}},
 					fakellm.Reply{Text: "Read it."},
