@@ -275,26 +275,28 @@ func canonParts(b, pend []byte, ps []message.Part) ([]byte, []byte) {
 		switch p.Type {
 		case message.Image:
 			b = field(b, p.ImageURL)
-			b = field(b, canonJSON(p.Raw))
+			b = canonField(b, p.Raw)
 		case message.ToolCall:
 			b = field(b, p.ToolCallID)
 			b = field(b, p.ToolName)
-			b = field(b, canonJSON(p.Arguments))
+			b = canonField(b, p.Arguments)
 		case message.ToolResult:
 			b = field(b, p.ToolCallID)
 			if p.IsError {
 				b = append(b, 'E')
 			}
+			// pend is empty here: its buffer holds the result's text.
 			var sub []byte
-			b, sub = canonParts(b, nil, p.Content)
+			b, sub = canonParts(b, pend, p.Content)
 			b = flushText(b, sub)
 			b = append(b, 'e')
+			pend = sub[:0]
 		case message.Reasoning:
 			b = field(b, p.Text)
 			b = field(b, p.Signature)
 			b = field(b, p.Raw)
 		case message.Opaque:
-			b = field(b, canonJSON(p.Raw))
+			b = canonField(b, p.Raw)
 		}
 	}
 	return b, pend
@@ -323,6 +325,14 @@ func canonJSON[T ~string | ~[]byte](s T) []byte {
 		return []byte(s) // most tool arguments: no decoding, no encoding
 	}
 	return canonJSONSlow([]byte(s))
+}
+
+// canonField writes canonJSON(s) as a field.
+func canonField[T ~string | ~[]byte](b []byte, s T) []byte {
+	if len(s) > 0 && (s[0] == '{' || s[0] == '[') && isCanonJSON(s) {
+		return field(b, s)
+	}
+	return field(b, canonJSON(s))
 }
 
 func canonJSONSlow(s []byte) []byte {
