@@ -39,8 +39,10 @@ import (
 // then kept with it: a thread's next searches, whose hits are mostly the
 // same messages, are then one round trip.
 //
-// A thread is cached only while it is small (what readThread would read)
-// and exact (no lossy document: those are checked against their text).
+// A thread is cached only while it is small (what readThread would read).
+// A lossy message (its tsvector lacks positions or lexemes) is cached
+// with its text and the terms of its text, and checked against them as
+// the uncached read does.
 
 // termCacheBytes bounds what all entries hold: their terms (4 bytes a
 // token), messages and vocabularies, and the texts of the hits found in
@@ -140,7 +142,8 @@ func (c *termCache) drop(k termKey) {
 
 // threadTerms is the cached terms of one thread's messages up to last.
 // It is never changed once in the cache: a search that finds new messages
-// builds the next entry (extend), so searches read entries without locks.
+// builds the next entry (successor, add), so searches read entries
+// without locks.
 type threadTerms struct {
 	key     termKey
 	created int64 // the thread's created time (Nanos): its incarnation
@@ -151,6 +154,7 @@ type threadTerms struct {
 	words   []string                 // vocab's keys by id
 	memo    *textMemo                // the incarnation's kept texts
 	slab    []atomic.Pointer[string] // add's next termDoc.text, while built
+	large   bool                     // the thread is not small: nothing else is set
 }
 
 // textMemo counts the bytes of the texts kept in the messages of one
@@ -162,7 +166,8 @@ type termDoc struct {
 	seq, at   int64
 	ref, tool string
 	role      string
-	end       int // its tokens are toks[previous end:end]
+	end       int  // its tokens are toks[previous end:end]
+	lossy     bool // its tokens come from its text, which text holds
 	// text is its fulltext.SearchText once read for a hit, shared by the
 	// entries that hold the message.
 	text *atomic.Pointer[string]
@@ -170,6 +175,9 @@ type termDoc struct {
 
 // size is about the bytes t holds.
 func (t *threadTerms) size() int {
+	if t.large {
+		return 256
+	}
 	n := 4*len(t.toks) + 96*len(t.docs) + int(t.memo.bytes.Load())
 	for _, w := range t.words {
 		n += 16 + 2*len(w) // the word and the map's entry
@@ -192,6 +200,9 @@ func (t *threadTerms) lastDoc() (int64, string) {
 // same incarnation, else none. more says that messages will be added
 // (add); without, t's are shared.
 func (t *threadTerms) successor(k termKey, created, last int64, more bool) *threadTerms {
+	if t != nil && t.large {
+		t = nil
+	}
 	if t != nil && t.created == created && !more {
 		n := *t
 		n.last, n.slab = last, nil
@@ -230,6 +241,28 @@ func (n *threadTerms) add(d termDoc, terms []byte) {
 		}
 		n.toks[start+pos-1] = id
 	})
+	n.push(d)
+}
+
+// addText appends a message given its text (fulltext.SearchText), which
+// it keeps.
+func (n *threadTerms) addText(d termDoc, text string) {
+	for _, tok := range fulltext.IndexTerms(text) {
+		id, ok := n.vocab[tok]
+		if !ok {
+			id = int32(len(n.words))
+			n.words = append(n.words, tok)
+			n.vocab[tok] = id
+		}
+		n.toks = append(n.toks, id)
+	}
+	n.push(d)
+	n.docs[len(n.docs)-1].text.Store(&text)
+	n.memo.bytes.Add(int64(len(text)))
+}
+
+// push appends d, whose tokens were just appended to toks.
+func (n *threadTerms) push(d termDoc) {
 	d.end = len(n.toks)
 	if len(n.slab) == 0 {
 		n.slab = make([]atomic.Pointer[string], 64)
@@ -249,21 +282,25 @@ var cachedThreadSQL = `WITH t AS MATERIALIZED (
 		created = $3 AND last_seq >= $4
 			AND ($5::bigint = 0 OR EXISTS (SELECT 1 FROM events WHERE tenant = $1 AND thread = $2 AND seq = $5 AND ref = $6)) AS valid
 	FROM threads WHERE tenant = $1 AND id = $2)
-SELECT t.created, t.last_seq, t.messages, t.small, t.valid, e.seq, e.at, e.lossy, e.ref, e.role, e.tool, e.terms
+SELECT t.created, t.last_seq, t.messages, t.small, t.valid, e.seq, e.at, e.lossy, e.ref, e.role, e.tool, e.terms, e.message
 FROM t LEFT JOIN LATERAL (
-	SELECT seq, at, lossy, ref, role, tool, terms FROM events
+	SELECT seq, at, lossy, ref, role, tool, terms, CASE WHEN lossy > 0 THEN message END AS message FROM events
 	WHERE tenant = $1 AND thread = $2 AND message IS NOT NULL AND t.small
 		AND seq > CASE WHEN t.valid THEN $4::bigint ELSE 0 END
 ) e ON true
 ORDER BY e.seq`
 
 // cachedCandidates finds a thread's candidates for q through the term
-// cache, adding them to tally. ok is false when the thread cannot be read
-// from the cache (it is large, or holds a lossy message): then the caller
-// searches as before.
+// cache, adding them to tally. ok is false when the thread is not small:
+// then the caller searches with the index, and the cache remembers that
+// the thread is large (a thread only grows; one deleted and written again
+// smaller is searched with the index until its entry leaves the cache).
 func (s *Store) cachedCandidates(ctx context.Context, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, tally *fulltext.Tally) (n int64, cands []cand, ok bool, err error) {
 	k := termKey{tenant, q.Thread}
 	cur := s.terms.get(k)
+	if cur != nil && cur.large {
+		return 0, nil, false, nil
+	}
 	var created, last int64
 	if cur != nil {
 		created, last = cur.created, cur.last
@@ -277,12 +314,13 @@ func (s *Store) cachedCandidates(ctx context.Context, tenant string, q store.Sea
 	// refs and tools become strings.
 	var (
 		found, small, valid bool
+		thLast              int64
 		next                *threadTerms // the entry being built
 	)
 	fds := rows.FieldDescriptions()
 	for rows.Next() {
 		raw := rows.RawValues()
-		if len(raw) != 12 {
+		if len(raw) != 13 {
 			rows.Close()
 			return 0, nil, false, fmt.Errorf("postgres: search: %d columns", len(raw))
 		}
@@ -300,7 +338,7 @@ func (s *Store) cachedCandidates(ctx context.Context, tenant string, q store.Sea
 			if !valid {
 				cur = nil
 			}
-			if thLast := num(1); small && (cur == nil || raw[5] != nil || cur.last != thLast) {
+			if thLast = num(1); small && (cur == nil || raw[5] != nil || cur.last != thLast) {
 				next = cur.successor(k, created, thLast, raw[5] != nil)
 			}
 			if err != nil {
@@ -311,17 +349,27 @@ func (s *Store) cachedCandidates(ctx context.Context, tenant string, q store.Sea
 		if raw[5] == nil || !small {
 			continue // no message after the entry's
 		}
-		if num(7) != exact {
-			rows.Close()
-			s.terms.drop(k)
-			return 0, nil, false, nil
-		}
 		d := termDoc{seq: num(5), at: num(6), ref: string(raw[8]), role: roleString(raw[9]), tool: string(raw[10])}
+		lossy := num(7)
 		if err != nil {
 			rows.Close()
 			return 0, nil, false, fmt.Errorf("postgres: search: %w", err)
 		}
-		next.add(d, raw[11])
+		if lossy == exact {
+			next.add(d, raw[11])
+			continue
+		}
+		// A lossy message's tsvector lacks positions or lexemes: its
+		// terms come from its text, which it keeps (search checks it, as
+		// the uncached read does).
+		js := string(raw[12])
+		text, err := searchText(&js, store.Hit{Thread: q.Thread, Seq: d.seq, At: backend.FromNanos(d.at)})
+		if err != nil {
+			rows.Close()
+			return 0, nil, false, err
+		}
+		d.lossy = true
+		next.addText(d, text)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -331,7 +379,7 @@ func (s *Store) cachedCandidates(ctx context.Context, tenant string, q store.Sea
 		return 0, nil, true, nil // no such thread: nothing to find
 	}
 	if !small {
-		s.terms.drop(k)
+		s.terms.put(k, &threadTerms{key: k, created: created, last: thLast, large: true})
 		return 0, nil, false, nil
 	}
 	t := cur
@@ -377,6 +425,14 @@ func (t *threadTerms) candidates(q store.SearchQuery, pq fulltext.ParsedQuery, t
 		if i > 0 {
 			start = t.docs[i-1].end
 		}
+		var text *string
+		if d.lossy {
+			// As the uncached read: only a document that matches in full
+			// is a candidate.
+			if text = d.text.Load(); !matchesFully(pq, *text) {
+				continue
+			}
+		}
 		doc = doc[:0]
 		for _, v := range t.toks[start:d.end] {
 			doc = append(doc, ids[v])
@@ -385,7 +441,7 @@ func (t *threadTerms) candidates(q store.SearchQuery, pq fulltext.ParsedQuery, t
 			tally.RemoveLast()
 			continue
 		}
-		cands = append(cands, cand{thread: q.Thread, ref: d.ref, seq: d.seq, at: d.at, doc: d, from: t})
+		cands = append(cands, cand{thread: q.Thread, ref: d.ref, seq: d.seq, at: d.at, text: text, doc: d, from: t})
 	}
 	return cands
 }

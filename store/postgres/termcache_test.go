@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/mnemehq/mneme/message"
@@ -89,6 +90,13 @@ func TestTermCacheFollowsThread(t *testing.T) {
 			check("a note")
 			appendN("a", 8, 4, words[0])
 			check("after the note")
+			// Lossy messages: a lexeme past tsvector's 256 positions, a
+			// lexeme past its length.
+			lossy := []string{strings.Repeat("gateway ", 300) + "payment refund", "refund " + strings.Repeat("x", 3000) + " INV-7 payment"}
+			appendN("a", 12, 2, lossy)
+			check("lossy messages")
+			appendN("a", 14, 3, words[0])
+			check("after the lossy ones")
 			if err := writer.DeleteThread(ctx, tenant, "a"); err != nil {
 				t.Fatal(err)
 			}
@@ -97,6 +105,13 @@ func TestTermCacheFollowsThread(t *testing.T) {
 			check("written again")
 			appendN("a", 12, 2, words[0])
 			check("grown again")
+			// A thread past the small size is searched with the index.
+			for after := int64(0); after < scanMessages+1; after += 500 {
+				appendN("b", 4+after, 500, words[int(after/500)%2])
+			}
+			check("b large")
+			appendN("b", 4+2500, 1, words[0])
+			check("b larger")
 		})
 	}
 }
