@@ -10,14 +10,13 @@
 // database's clock, one clock for every replica.
 //
 // Archive search: the same query semantics as store/sqlite, from the shared
-// parser in package store. Each message's text is tokenized in Go exactly as
-// SQLite FTS5's unicode61 does (fulltext.Tokenize) and stored as a tsvector
-// literal; a generated tsvector column with a GIN index finds candidates, a
-// tsquery of quoted lexemes (no text search parser, no stemming, no stop
-// words) filters them, and verbatim identifier terms are checked in Go as on
-// SQLite. Ranking is ts_rank_cd (cover density), a BM25-like order, not
-// BM25: it has no corpus statistics, so a score compares only within one
-// result list.
+// parser in package fulltext. Each message's text is reduced to terms in Go
+// as on SQLite (fulltext.IndexTerms) and stored as a tsvector literal; a
+// generated tsvector column with a GIN index finds candidates (a tsquery of
+// quoted lexemes: no text search parser, no stemming, no stop words), or a
+// small thread's messages are all read; candidates are ranked in Go by
+// BM25 with the scope's statistics (fulltext.Tally), and verbatim
+// identifier terms are checked in Go, as on SQLite (search.go).
 //
 // A replica keeps the terms of the small threads it searched lately
 // (termcache.go, up to 32 MB), so that a thread's next search reads
