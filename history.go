@@ -331,7 +331,7 @@ func (t *Thread) messageEvents(sz sizer, msgs []message.Message) []store.Event {
 		if m.Time.IsZero() {
 			m.Time = at
 		}
-		ref := store.NewRef()
+		ref := t.m.newRef()
 		// Counted by content (key ""), not by the new ref: the same message
 		// in another thread (a shared system prompt, a resent history
 		// starting a new thread or branch) is counted once per process.
@@ -597,7 +597,7 @@ func (t *Thread) startBranch(ctx context.Context, parent string, through int64) 
 	if err != nil {
 		return err
 	}
-	evs, err := branchEvents(parent, through, copies)
+	evs, err := t.m.branchEvents(parent, through, copies)
 	if err != nil {
 		return err
 	}
@@ -627,7 +627,7 @@ func (t *Thread) prefixEvents(ctx context.Context, through int64) ([]store.Event
 // branchEvents returns the first events of a branch: the note naming its
 // parent, then copies of the parent's messages, policies and system
 // events (compactions are the branch's own business).
-func branchEvents(parent string, through int64, evs []store.Event) ([]store.Event, error) {
+func (m *Engine) branchEvents(parent string, through int64, evs []store.Event) ([]store.Event, error) {
 	note, err := json.Marshal(historyNote{ForkedFrom: parent, ThroughSeq: through})
 	if err != nil {
 		return nil, err
@@ -639,9 +639,9 @@ func branchEvents(parent string, through int64, evs []store.Event) ([]store.Even
 			if ev.Message == nil {
 				continue
 			}
-			m := ev.Message.Clone()
-			m.Time = ev.At
-			out = append(out, store.Event{Kind: store.KindMessage, At: ev.At, Ref: store.NewRef(), Message: &m, Tokens: ev.Tokens})
+			msg := ev.Message.Clone()
+			msg.Time = ev.At
+			out = append(out, store.Event{Kind: store.KindMessage, At: ev.At, Ref: m.newRef(), Message: &msg, Tokens: ev.Tokens})
 		case store.KindPolicy:
 			out = append(out, store.Event{Kind: store.KindPolicy, At: ev.At, Data: ev.Data})
 		case store.KindNote:
@@ -908,7 +908,7 @@ func (x *Turn) recordRerun(ctx context.Context, msgs []message.Message) ([]store
 	if cs.st.LastSeq() > 0 {
 		return nil, nil // the branch exists: it starts with this reply
 	}
-	evs, err := branchEvents(p.id, re.through, re.copies)
+	evs, err := p.m.branchEvents(p.id, re.through, re.copies)
 	if err != nil {
 		return nil, err
 	}
@@ -1055,7 +1055,7 @@ func (t *Thread) Fork(ctx context.Context, through int64, id string) (*Thread, e
 	if err != nil {
 		return nil, err
 	}
-	evs, err := branchEvents(t.id, through, copies)
+	evs, err := t.m.branchEvents(t.id, through, copies)
 	if err != nil {
 		return nil, err
 	}

@@ -105,6 +105,12 @@ type Config struct {
 	// running at once (default DefaultMaxBackgroundJobs); beyond it the
 	// work happens on the request path (see jobs.go).
 	MaxBackgroundJobs int
+	// Refs, when set, makes the refs of new messages instead of
+	// store.NewRef (random and unguessable, I8). It is for benchmarks that
+	// must repeat token for token from a seed (a ref is counted in masked
+	// placeholders and recalled blocks); a server never sets it. It may be
+	// called from several goroutines at once.
+	Refs func() string
 }
 
 // CompactEvent reports one compaction or reflection.
@@ -154,6 +160,14 @@ type Engine struct {
 }
 
 type threadKey struct{ tenant, id string }
+
+// newRef is the ref of a new message (Config.Refs).
+func (m *Engine) newRef() string {
+	if m.cfg.Refs != nil {
+		return m.cfg.Refs()
+	}
+	return store.NewRef()
+}
 
 // Open opens the store and returns an Engine.
 func Open(ctx context.Context, cfg Config) (*Engine, error) {

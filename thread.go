@@ -365,7 +365,7 @@ func (t *Thread) appendLocked(ctx context.Context, ts *threadState, msgs []messa
 		if m.Time.IsZero() {
 			m.Time = at
 		}
-		ref := store.NewRef()
+		ref := t.m.newRef()
 		// Counted by content (key ""), not by the new ref: the same message
 		// in another thread (a shared system prompt, a resent history
 		// starting a new thread or branch) is counted once per process.

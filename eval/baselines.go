@@ -220,9 +220,10 @@ type mnemeStrategy struct {
 	closer func()
 }
 
-func newMnemeStrategy(ctx context.Context, p window.Policy, cfg mneme.Config, closer func()) (*mnemeStrategy, error) {
+func newMnemeStrategy(ctx context.Context, p window.Policy, cfg mneme.Config, seed uint64, closer func()) (*mnemeStrategy, error) {
 	st := inmem.New()
-	cfg.Store, cfg.Policy = st, &p
+	// Refs from the session's seed: a run repeats token for token.
+	cfg.Store, cfg.Policy, cfg.Refs = st, &p, SeededRefs(seed)
 	m, err := mneme.Open(ctx, cfg)
 	if err != nil {
 		st.Close()

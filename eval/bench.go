@@ -232,17 +232,17 @@ func newStrategy(ctx context.Context, cfg BenchConfig, c token.Counter, usable i
 		return &summarizeAll{c: c, budget: usable, keep: cfg.KeepMessages, live: history{c: c}}, nil
 	case StrategyMask:
 		p.Strategy = window.Mask
-		return newMnemeStrategy(ctx, p, mneme.Config{}, nil)
+		return newMnemeStrategy(ctx, p, mneme.Config{}, cfg.Seed, nil)
 	case StrategyArchive:
 		p.Strategy = window.Archive
-		return newMnemeStrategy(ctx, p, mneme.Config{}, nil)
+		return newMnemeStrategy(ctx, p, mneme.Config{}, cfg.Seed, nil)
 	case StrategyObserve:
 		p.Strategy = window.Observe
-		return newMnemeStrategy(ctx, p, mneme.Config{Summarizer: compact.LLMConfig{}}, nil)
+		return newMnemeStrategy(ctx, p, mneme.Config{Summarizer: compact.LLMConfig{}}, cfg.Seed, nil)
 	case StrategyObserveLLM:
 		p.Strategy = window.Observe
 		srv := fakellm.Start()
-		s, err := newMnemeStrategy(ctx, p, mneme.Config{Summarizer: compact.LLMConfig{URL: srv.URL(), Model: "gpt-4o-mini", APIKey: "bench"}}, srv.Close)
+		s, err := newMnemeStrategy(ctx, p, mneme.Config{Summarizer: compact.LLMConfig{URL: srv.URL(), Model: "gpt-4o-mini", APIKey: "bench"}}, cfg.Seed, srv.Close)
 		if err != nil {
 			srv.Close()
 		}

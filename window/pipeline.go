@@ -182,10 +182,12 @@ func (s *State) plan(r Request, fixedTo int64) (*Plan, error) {
 	p := &Plan{Strategy: s.policy.Strategy, UsedBefore: s.Used(r)}
 	// The current request's recalled block (chosen again after the step)
 	// is in its own share, above the target as above the trigger; and
-	// the blocks of the requests to come are given room under the target,
-	// so that with them steps come no more often than without.
+	// where blocks outlive their requests (a tool loop), the blocks of the
+	// requests to come are given room under the target, so that with them
+	// steps come no more often than without. In a chat they do not stack:
+	// the share above the target is room enough, and the raw tail stays.
 	target := s.policy.Target.TokensOf(s.budget)
-	target -= min(target/2, s.recallReserve())
+	target -= min(target/2, s.recallReserve(), s.outlivingRecalls())
 	target += s.keptRecallTokens()
 	if f := s.fixed(r, true); f > s.budget {
 		return nil, s.fixedError(r)

@@ -127,3 +127,65 @@ func TestRecalledBlock(t *testing.T) {
 		t.Fatal("the restored window differs")
 	}
 }
+
+// TestCompactionRecallRoom: a compaction leaves room under its target for
+// the blocks of the requests to come only when blocks outlive their
+// requests (an earlier request's block still shown, or the current turn a
+// long tool loop): in a chat each request's block leaves with it, and the
+// free share above the target is the next block's room, so the raw tail
+// stays up to the target.
+func TestCompactionRecallRoom(t *testing.T) {
+	p := DefaultPolicy()
+	p.MinTailTokens = 200
+	p.MinTailTurns = 1
+	const budget = 8000
+	// plan returns the compaction's plan, what the current request's block
+	// costs, and what the earlier request's block costs.
+	plan := func(earlier, loop bool) (pl *Plan, kept, old int) {
+		d := newDriver(t, p, budget)
+		d.add(message.NewText(message.System, "sys"), message.NewText(message.User, "Let us talk every evening."))
+		var oldSeq int64
+		for i := 0; i < 200; i++ {
+			d.add(message.NewText(message.User, fmt.Sprintf("Day %d: %s", i, strings.Repeat("a quiet walk by the river, ", 3))),
+				message.NewText(message.Assistant, fmt.Sprintf("Noted, day %d.", i)))
+			if earlier && i == 180 {
+				// A request whose block is followed by a long tool turn:
+				// StaleRecalls keeps it.
+				d.add(message.NewText(message.User, "Which day was rainy?"))
+				oldSeq = d.st.LastSeq()
+				d.append(recallNote(oldSeq, strings.Repeat("day 3 was rainy. ", 60)))
+				d.add(message.NewToolCalls("", message.Part{ToolCallID: "c1", ToolName: "grep", Arguments: "{}"}),
+					message.NewToolResult("c1", strings.Repeat("grep hit\n", 200)))
+			}
+		}
+		d.add(message.NewText(message.User, "What did I do on day 2?"))
+		cur := d.st.LastSeq()
+		d.append(recallNote(cur, strings.Repeat("day 2: a quiet walk by the river. ", 20)))
+		if loop {
+			d.add(message.NewToolCalls("", message.Part{ToolCallID: "c2", ToolName: "grep", Arguments: "{}"}),
+				message.NewToolResult("c2", strings.Repeat("grep hit\n", 200)))
+		}
+		if !d.st.OverTrigger(d.req) {
+			t.Fatalf("earlier %v loop %v: not over the trigger: %d of %d", earlier, loop, d.st.Used(d.req), budget)
+		}
+		if earlier && d.st.RecalledTokensOf([]int64{oldSeq}) == 0 {
+			t.Fatal("the earlier block is not in the window")
+		}
+		pl, err := d.st.Plan(d.req)
+		if err != nil || pl == nil {
+			t.Fatalf("plan %v, %v", pl, err)
+		}
+		return pl, d.st.RecalledTokensOf([]int64{cur}), d.st.RecalledTokensOf([]int64{oldSeq})
+	}
+	target := p.Target.TokensOf(budget)
+	chat, kept, _ := plan(false, false)
+	if chat.UsedAfter <= target/2+kept {
+		t.Errorf("chat: %d tokens after the compaction, no more than half the target %d and the block %d: it left room the next block does not need", chat.UsedAfter, target, kept)
+	}
+	if outlives, kept, old := plan(true, false); outlives.UsedAfter > target+kept-old {
+		t.Errorf("an earlier block outlives its request: %d tokens after the compaction, over the target %d and the current block %d less the earlier block %d", outlives.UsedAfter, target, kept, old)
+	}
+	if loop, kept, _ := plan(false, true); loop.UsedAfter > target-target/2+kept {
+		t.Errorf("the current turn is a tool loop: %d tokens after the compaction, over half the target %d and the block %d: no room left for the blocks to come", loop.UsedAfter, target, kept)
+	}
+}
