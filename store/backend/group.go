@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +9,12 @@ import (
 // MaxGroup bounds the requests one group commit takes, so that a long
 // queue is committed in steps rather than in one ever-growing transaction.
 const MaxGroup = 256
+
+// Bounds of a leader's wait for the requests on their way (see gather).
+const (
+	minGather = 100 * time.Microsecond
+	maxGather = 10 * time.Millisecond
+)
 
 // GroupMember is what a GroupCommit keeps of each request. A backend's
 // request type embeds it; the commit function sets Err on every request of
@@ -32,27 +37,50 @@ type Grouped interface{ member() *GroupMember }
 // while every slot is busy queue, and the first of them commits them all
 // in one transaction once a slot frees. Leadership passes from one waiting
 // request to the next. The zero value has one slot.
+//
+// Before it commits, a leader waits for the requests on their way: those
+// noted by Expect that are not in Do yet. It is woken when one of them
+// queues or is given up, not by polling, and stops waiting when none is
+// left, the group is full, or a commit's time has passed (see gather).
 type GroupCommit[R Grouped] struct {
 	// Leaders is the number of group transactions in flight at once
 	// (0 means 1: SQLite has one writer; PostgreSQL can pipeline two).
 	Leaders int
 
 	mu      sync.Mutex
+	joined  sync.Cond // on mu: a request queued, or one noted by Expect is done
 	queue   []R
 	leading int // commits in flight, at most Leaders
 
+	// A request is on its way while it is noted (active) and neither
+	// queued nor being committed (inside): active - inside is what a
+	// gathering leader waits for.
+	active, inside atomic.Int64
+	gathering      atomic.Int32 // leaders waiting in gather
+	lastBusy       atomic.Int64 // the last commit's time, in nanoseconds
+	// wait, when set, replaces the bound derived from lastBusy (tests).
+	wait time.Duration
+
 	groups, requests, busy atomic.Int64 // for Stats (busy in nanoseconds)
-	active                 atomic.Int64 // requests noted by Expect and not done
 }
 
 // Expect notes a request from the moment its caller begins to prepare it
 // until the caller is done with its outcome; the caller calls the
-// returned func then. A leader yields, to let the requests being prepared
-// join its group, only while some noted request is not queued yet: a lone
+// returned func then. A leader waits, to let the requests being prepared
+// join its group, only while some noted request is not in Do yet: a lone
 // caller commits at once.
 func (g *GroupCommit[R]) Expect() (done func()) {
 	g.active.Add(1)
-	return func() { g.active.Add(-1) }
+	return func() {
+		g.active.Add(-1)
+		// Paired with gather, which counts itself before it reads active:
+		// either it sees this request gone or this sees it waiting.
+		if g.gathering.Load() > 0 {
+			g.mu.Lock()
+			g.joined.Broadcast()
+			g.mu.Unlock()
+		}
+	}
 }
 
 // GroupStats counts what a GroupCommit has committed: Requests over Groups
@@ -77,10 +105,14 @@ func (g *GroupCommit[R]) Do(req R, commit func([]R)) error {
 	m.done, m.lead = make(chan struct{}), make(chan struct{})
 	g.mu.Lock()
 	g.queue = append(g.queue, req)
-	lead := g.leading < max(1, g.Leaders)
+	g.inside.Add(1)
+	// A leader gathering takes this request: a second one would only
+	// find the queue empty once the first is done waiting.
+	lead := g.leading < max(1, g.Leaders) && g.gathering.Load() == 0
 	if lead {
 		g.leading++
 	}
+	g.joined.Broadcast()
 	g.mu.Unlock()
 	if !lead {
 		// The wait ignores ctx: a request handed to a commit must learn
@@ -107,24 +139,19 @@ func (g *GroupCommit[R]) Do(req R, commit func([]R)) error {
 // holds, then passes the slot to the first queued request not yet handed
 // one, or frees it.
 func (g *GroupCommit[R]) serve(commit func([]R)) {
-	// Let the requests on their way join: yield while some noted by
-	// Expect are not queued and each yield brings more of them (a
-	// commit's callers come back as a crowd). A lone request does not
-	// yield.
-	for seen := 0; ; {
-		g.mu.Lock()
-		n := len(g.queue)
-		g.mu.Unlock()
-		if n == seen || n >= MaxGroup || int64(n) >= g.active.Load() {
-			break
-		}
-		seen = n
-		runtime.Gosched()
-	}
 	g.mu.Lock()
+	if len(g.queue) > 0 {
+		g.gather()
+	}
 	n := min(len(g.queue), MaxGroup)
 	batch := g.queue[:n:n]
 	g.queue = append([]R(nil), g.queue[n:]...)
+	if len(g.queue) > 0 && g.leading < max(1, g.Leaders) {
+		// More than a group is queued and a slot is free: the next group
+		// starts now, not when this one is committed.
+		g.leading++
+		g.handNext()
+	}
 	g.mu.Unlock()
 
 	if len(batch) > 0 {
@@ -132,7 +159,12 @@ func (g *GroupCommit[R]) serve(commit func([]R)) {
 		g.requests.Add(int64(len(batch)))
 		start := time.Now()
 		commit(batch)
-		g.busy.Add(int64(time.Since(start)))
+		d := time.Since(start)
+		g.busy.Add(int64(d))
+		g.lastBusy.Store(int64(d))
+		// Its requests are on their way again from now: most come back
+		// with the next append of their thread, before they are woken.
+		g.inside.Add(-int64(len(batch)))
 		for _, r := range batch {
 			close(r.member().done)
 		}
@@ -140,12 +172,55 @@ func (g *GroupCommit[R]) serve(commit func([]R)) {
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !g.handNext() {
+		g.leading--
+	}
+}
+
+// handNext hands the slot its caller holds to the first queued request
+// not yet handed one, and reports whether there was one. g.mu is held.
+func (g *GroupCommit[R]) handNext() bool {
 	for _, r := range g.queue {
 		if m := r.member(); !m.handed {
 			m.handed = true
 			close(m.lead)
-			return
+			return true
 		}
 	}
-	g.leading--
+	return false
+}
+
+// gather waits, with g.mu held, until the requests on their way are
+// queued, the queue holds a full group, or the last commit's time has
+// passed (within minGather and maxGather): a request that takes longer
+// to prepare (a read of its own, a large message) goes in the next group
+// rather than hold this one for longer than a commit takes. A commit's
+// callers come back as a crowd: the wait lets them share one commit.
+func (g *GroupCommit[R]) gather() {
+	if g.joined.L == nil {
+		g.joined.L = &g.mu
+	}
+	g.gathering.Add(1)
+	defer g.gathering.Add(-1)
+	ready := func() bool {
+		return len(g.queue) >= MaxGroup || g.active.Load() <= g.inside.Load()
+	}
+	if ready() {
+		return
+	}
+	limit := g.wait
+	if limit <= 0 {
+		limit = min(max(time.Duration(g.lastBusy.Load()), minGather), maxGather)
+	}
+	expired := false
+	t := time.AfterFunc(limit, func() {
+		g.mu.Lock()
+		expired = true
+		g.joined.Broadcast()
+		g.mu.Unlock()
+	})
+	defer t.Stop()
+	for !expired && !ready() {
+		g.joined.Wait()
+	}
 }
