@@ -524,10 +524,13 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 		if err != nil {
 			return nil, "", err
 		}
-		q += ` AND (updated < $2 OR (updated = $2 AND id > $3))`
-		args = append(args, backend.Nanos(at), id)
+		// active, a function of updated that never decreases, bounds
+		// the scan of its index.
+		u := backend.Nanos(at)
+		q += ` AND active <= $4 AND (updated < $2 OR (updated = $2 AND id > $3))`
+		args = append(args, u, id, u-u%activeBucket)
 	}
-	q += fmt.Sprintf(` ORDER BY updated DESC, id LIMIT %d`, limit+1)
+	q += fmt.Sprintf(` ORDER BY active DESC, updated DESC, id LIMIT %d`, limit+1)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, "", dbErr("threads", err)

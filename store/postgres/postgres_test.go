@@ -1,11 +1,18 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/mnemehq/mneme/store/postgres/pgtest"
 
@@ -249,5 +256,96 @@ func TestGroupStatement(t *testing.T) {
 	}
 	if _, err := s.Thread(ctx, "other", "b"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the other tenant's b: %v, want ErrNotFound", err)
+	}
+}
+
+// TestThreadsListedAfterMigration6: threads written at schema version 5
+// (listed by an index on updated) are listed at the current version in
+// the same order, updated time then id, within a minute and across
+// minutes, page by page.
+func TestThreadsListedAfterMigration6(t *testing.T) {
+	dsn := freshDSN(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	stmts := []string{`CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())`}
+	for v := 1; v <= 5; v++ {
+		stmts = append(stmts, postgres.Migration(v), fmt.Sprintf(`INSERT INTO schema_migrations (version) VALUES (%d)`, v))
+	}
+	const minute = int64(time.Minute)
+	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC).UnixNano()
+	updated := map[string]int64{ // ties, the ends of a minute, minutes apart
+		"a": base, "b": base, "c": base + minute - 1, "d": base + minute, "e": base + minute,
+		"f": base + 3*minute + 5, "g": base - 1, "h": base + 30*time.Second.Nanoseconds(),
+	}
+	for id, u := range updated {
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO threads (tenant, id, created, updated, last_seq) VALUES ('acme', '%s', %d, %d, 0)`, id, base-minute, u))
+	}
+	for _, stmt := range stmts {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("set up version 5: %v", err)
+		}
+	}
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := slices.Collect(maps.Keys(updated))
+	slices.SortFunc(want, func(a, b string) int {
+		if c := cmp.Compare(updated[b], updated[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, size := range []int{1, 2, 3, 100} {
+		var got []string
+		for cursor := ""; ; {
+			infos, next, err := s.Threads(ctx, "acme", store.Page{Cursor: cursor, Limit: size})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ti := range infos {
+				got = append(got, ti.ID)
+				if ti.Updated.UnixNano() != updated[ti.ID] {
+					t.Errorf("%s updated %v, want %v", ti.ID, ti.Updated.UnixNano(), updated[ti.ID])
+				}
+			}
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("pages of %d: %v, want %v", size, got, want)
+		}
+	}
+}
+
+// TestThreadsIndexesSpareAppends: no index of threads holds a column an
+// append moves at every call (last_seq, updated, the counters), so that
+// the update of the thread's row is a HOT update (migration 6).
+func TestThreadsIndexesSpareAppends(t *testing.T) {
+	s := open(t)
+	rows, err := s.Pool().Query(ctx, `SELECT a.attname FROM pg_index i
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+		WHERE i.indrelid = 'threads'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cols {
+		switch c {
+		case "last_seq", "updated", "messages", "tokens":
+			t.Errorf("an index of threads holds %s", c)
+		}
+	}
+	var exprs int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_index WHERE indrelid = 'threads'::regclass AND indexprs IS NOT NULL`).Scan(&exprs); err != nil || exprs != 0 {
+		t.Errorf("%d expression indexes on threads, %v", exprs, err)
 	}
 }

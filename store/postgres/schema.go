@@ -54,6 +54,16 @@ import (
 // thread's row from the seq it expected, and DeleteThread deletes the
 // events and then the row in one transaction holding the row's lock, so
 // an append waiting for that lock finds no row to move and writes nothing.
+//
+// Migration 6 lets an append's update of its thread's row be a HOT update
+// (issue 19): no new entry in any index of threads, the row's new version
+// on its page. The threads were listed by an index on their updated time,
+// which every append moves, so every append wrote a new entry in that
+// index and in the primary key, and the lookups of the next appends walked
+// the dead ones. They are listed now by active, updated truncated to the
+// minute (activeBucket), which an append moves at most once a minute, then
+// sorted by updated within the minute (an incremental sort of the threads
+// active in it). Pages keep room for the updated rows (fillfactor 70).
 var migrations = []string{
 	1: `
 CREATE TABLE threads (
@@ -151,7 +161,17 @@ CREATE TABLE snapshots (
 ALTER TABLE events SET (toast_tuple_target = 8160);
 ALTER TABLE events DROP CONSTRAINT events_tenant_thread_fkey;
 `,
+	6: `
+ALTER TABLE threads SET (fillfactor = 70);
+ALTER TABLE threads ADD COLUMN active bigint GENERATED ALWAYS AS (updated - updated % 60000000000) STORED;
+DROP INDEX threads_by_updated;
+CREATE INDEX threads_by_active ON threads (tenant, active DESC);
+`,
 }
+
+// activeBucket is the width of the threads' active column (migration 6),
+// in nanoseconds.
+const activeBucket = 60_000_000_000
 
 // goMigrations are the steps of a migration done in Go, after its SQL, in
 // its transaction.
@@ -160,7 +180,7 @@ var goMigrations = map[int]func(context.Context, pgx.Tx) error{
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrate brings the schema (the first schema of the connection's
 // search_path) to SchemaVersion. A session advisory lock, keyed by the
