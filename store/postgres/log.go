@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/store/fulltext"
 )
+
+var be = binary.BigEndian
 
 // toolLookback bounds how far back Append looks for the tool call a
 // nameless tool result answers (as in store/sqlite).
@@ -211,26 +214,14 @@ type appendReq struct {
 	backend.GroupMember // its outcome, set by commitGroup
 }
 
-// groupCols are events, column by column, as groupSQL takes them.
+// groupCols are a request's events, column by column, as groupSQL takes
+// them.
 type groupCols struct {
-	req                     []int32
 	seq, at                 []int64
 	kind, terms             []string
 	ref, role, tool, msg, d []*string
 	tokens                  []int32
 	lossy                   []int16
-}
-
-// add appends the columns of o, whose rows belong to request req.
-func (c *groupCols) add(o *groupCols, req int32) {
-	for range o.seq {
-		c.req = append(c.req, req)
-	}
-	c.seq, c.at = append(c.seq, o.seq...), append(c.at, o.at...)
-	c.kind, c.terms = append(c.kind, o.kind...), append(c.terms, o.terms...)
-	c.ref, c.role, c.tool = append(c.ref, o.ref...), append(c.role, o.role...), append(c.tool, o.tool...)
-	c.msg, c.d = append(c.msg, o.msg...), append(c.d, o.d...)
-	c.tokens, c.lossy = append(c.tokens, o.tokens...), append(c.lossy, o.lossy...)
 }
 
 // newAppendReq builds the request for rows, outside the group's commit.
@@ -267,40 +258,10 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	// the others.
 	ctx := context.Background()
 	n := len(batch)
-	var (
-		tenants, threads         = make([]string, n), make([]string, n)
-		afters, ns, msgs, tokens = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		reqs, nows               = make([]int32, n), make([]int64, n)
-		cols                     groupCols
-	)
-	for i, r := range batch {
-		tenants[i], threads[i] = r.tenant, r.thread
-		afters[i], ns[i], msgs[i], tokens[i], reqs[i] = r.after, r.n, r.msgs, r.tokens, int32(i)
-		nows[i] = r.now
-		cols.add(&r.cols, int32(i))
-	}
 	won := make([]bool, n)
-	err := func() error {
-		rows, err := s.pool.Query(ctx, groupSQL, tenants, threads, afters, ns, msgs, tokens, reqs, nows,
-			cols.req, cols.seq, cols.kind, cols.at, cols.ref, cols.role, cols.tool, cols.tokens, cols.msg, cols.d, cols.terms, cols.lossy)
-		if err != nil {
-			return dbErr("append", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var req int32
-			if err := rows.Scan(&req); err != nil {
-				return dbErr("append", err)
-			}
-			if req >= 0 && int(req) < n {
-				won[req] = true
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return dbErr("append", err)
-		}
-		return nil
-	}()
+	args := getGroupArgs()
+	err := s.execGroup(ctx, args.encodeGroup(batch), won)
+	args.put()
 	if err != nil && n > 1 {
 		for _, r := range batch {
 			s.commitGroup([]*appendReq{r})
@@ -315,6 +276,36 @@ func (s *Store) commitGroup(batch []*appendReq) {
 			r.Err = fmt.Errorf("%w: last seq is not %d", store.ErrConflict, r.after)
 		}
 	}
+}
+
+// groupStmt names groupSQL prepared on a connection.
+const groupStmt = "mneme_append_group"
+
+// execGroup runs groupSQL with args, binary arrays, on a connection of
+// the pool, and marks the requests that won.
+func (s *Store) execGroup(ctx context.Context, args [][]byte, won []bool) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return dbErr("append", err)
+	}
+	defer c.Release()
+	sd, err := c.Conn().Prepare(ctx, groupStmt, groupSQL) // once per connection
+	if err != nil {
+		return dbErr("append", err)
+	}
+	formats := []int16{1} // binary, for every argument and the result
+	rr := c.Conn().PgConn().ExecPrepared(ctx, sd.Name, args, formats, formats)
+	for rr.NextRow() {
+		if v := rr.Values(); len(v) == 1 && len(v[0]) == 4 {
+			if req := int32(be.Uint32(v[0])); req >= 0 && int(req) < len(won) {
+				won[req] = true
+			}
+		}
+	}
+	if _, err := rr.Close(); err != nil {
+		return dbErr("append", err)
+	}
+	return nil
 }
 
 // resolveTools names the tool of each nameless tool result in rows: from

@@ -349,3 +349,43 @@ func TestThreadsIndexesSpareAppends(t *testing.T) {
 		t.Errorf("%d expression indexes on threads, %v", exprs, err)
 	}
 }
+
+// TestGroupStatementColumns: a group's events keep every column as
+// appended, NULLs beside values in one argument (events with and without
+// a message, a ref, data), text beyond ASCII; and a request whose ref is
+// taken fails alone, ErrInvalid, the others committed.
+func TestGroupStatementColumns(t *testing.T) {
+	s := open(t)
+	at := time.Date(2026, 5, 1, 10, 0, 0, 123456789, time.UTC)
+	text := msg(message.User, "naïve café ☕ — 日本語")
+	text.Ref, text.Tokens, text.At = "m_chosen", 7, at
+	note := store.Event{Kind: store.KindNote, Data: []byte(`{"k":"ü"}`), At: at.Add(time.Second)}
+	reply := msg(message.Assistant, "plain")
+	taken := msg(message.User, "ref taken")
+	taken.Ref = "m_chosen"
+	errs := s.AppendGroup([]postgres.GroupRequest{
+		{Tenant: "acme", Thread: "a", After: 0, Events: []store.Event{text, note}},
+		{Tenant: "acme", Thread: "b", After: 0, Events: []store.Event{reply}},
+		{Tenant: "acme", Thread: "c", After: 0, Events: []store.Event{taken}},
+	})
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], store.ErrInvalid) {
+		t.Fatalf("%v, want nil, nil, ErrInvalid", errs)
+	}
+	evs, err := s.Load(ctx, "acme", "a", 0, 0)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("a: %+v, %v", evs, err)
+	}
+	if e := evs[0]; e.Seq != 1 || e.Kind != store.KindMessage || e.Ref != "m_chosen" || e.Tokens != 7 || !e.At.Equal(at) ||
+		e.Message.Role != message.User || e.Message.TextOf() != text.Message.TextOf() || e.Data != nil {
+		t.Errorf("message: %+v", e)
+	}
+	if e := evs[1]; e.Seq != 2 || e.Kind != store.KindNote || e.Ref != "" || e.Message != nil || string(e.Data) != `{"k":"ü"}` || !e.At.Equal(note.At) {
+		t.Errorf("note: %+v", e)
+	}
+	if evs, err := s.Load(ctx, "acme", "b", 0, 0); err != nil || len(evs) != 1 || evs[0].Message.TextOf() != "plain" || evs[0].Ref == "" {
+		t.Errorf("b: %+v, %v", evs, err)
+	}
+	if _, err := s.Thread(ctx, "acme", "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("c: %v, want ErrNotFound", err)
+	}
+}
