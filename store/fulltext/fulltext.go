@@ -829,7 +829,13 @@ func (t *Tally) AddTerms(terms []string) bool {
 	n := 0
 	for _, tok := range terms {
 		n++
-		if id := t.id([]byte(tok), hashToken(tok)); id >= 0 || len(t.last) > 1 {
+		id := int32(-1)
+		// Most tokens are no query token: the length filter (TokenID's)
+		// tells without hashing them.
+		if l := len(tok); l > 0 && (l >= 64 || t.maybe[tok[0]]&(1<<l) != 0) {
+			id = t.id([]byte(tok), hashToken(tok))
+		}
+		if id >= 0 || len(t.last) > 1 {
 			t.token(n, id)
 		}
 	}
