@@ -311,7 +311,9 @@ func runLoCoMoMneme(ctx context.Context, c *LoCoMoConversation, lc *locomoConv, 
 	}
 	st := inmem.New()
 	defer st.Close()
-	cfg := mneme.Config{Store: st, Policy: &p}
+	// Refs from a seed of the conversation's id: a run repeats token for
+	// token (a ref's token count varies with its digits).
+	cfg := mneme.Config{Store: st, Policy: &p, Refs: SeededRefs(seedOf(c.ID))}
 	if s == window.Observe {
 		cfg.Summarizer = compact.LLMConfig{} // the extractive observer
 	}

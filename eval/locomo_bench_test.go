@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -70,6 +71,16 @@ func TestLoCoMoBenchRows(t *testing.T) {
 	// never all of it: a bench that found none (or all) measures nothing.
 	if ln := byMethod[LoCoMoLastN][0]; ln.EvidenceAvailable <= 0 || ln.EvidenceAvailable >= 1 {
 		t.Errorf("last-n evidence_available %v", ln.EvidenceAvailable)
+	}
+
+	// Refs are drawn from a seed of the conversation: a second run gives
+	// the same rows (random refs moved them by up to 0.02).
+	again, err := LoCoMoBench(context.Background(), LoCoMoConfig{Dir: dir, Budgets: []int{8192}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rep.Rows, again.Rows) {
+		t.Errorf("two runs differ:\n%+v\n%+v", rep.Rows, again.Rows)
 	}
 
 	b, err := json.Marshal(rep)
