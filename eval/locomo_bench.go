@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
+	"golang.org/x/sync/errgroup"
 	_ "modernc.org/sqlite" // the fts5 baseline's own SQLite
 
 	"github.com/mnemehq/mneme"
@@ -116,6 +119,28 @@ func (t tally) add(cat, evidence, present int, s *searchScore) {
 	}
 }
 
+// merge adds o's cells to t's.
+func (t tally) merge(o tally) {
+	for _, c := range append([]int{0}, locomoCategories...) {
+		oc := o[c]
+		if oc == nil {
+			continue
+		}
+		cell := t[c]
+		if cell == nil {
+			cell = &tallyCell{}
+			t[c] = cell
+		}
+		cell.questions += oc.questions
+		cell.evidence += oc.evidence
+		cell.present += oc.present
+		cell.searched += oc.searched
+		cell.recall += oc.recall
+		cell.hit += oc.hit
+		cell.mrr += oc.mrr
+	}
+}
+
 type searchScore struct{ recall, hit, mrr float64 }
 
 // scoreRanking scores a ranking of dia ids against the evidence, at 10.
@@ -164,6 +189,60 @@ func LoCoMoBench(ctx context.Context, cfg LoCoMoConfig) (*LoCoMoReport, error) {
 		methods = append(methods, "mneme-"+string(s))
 	}
 	methods = append(methods, LoCoMoLastN, LoCoMoFTS5)
+	var progressMu sync.Mutex
+	rep := &LoCoMoReport{Model: cfg.Model}
+	for _, c := range convs {
+		rep.Conversations = append(rep.Conversations, c.ID)
+	}
+	// Each conversation at each budget is a job of its own, on as many
+	// cores as the process has; their tallies are summed in a fixed order,
+	// so the report is the same whatever order they finish in.
+	type job struct {
+		c       *LoCoMoConversation
+		budget  int
+		tallies map[string]tally
+	}
+	var jobs []*job
+	for _, c := range convs {
+		for _, b := range cfg.Budgets {
+			j := &job{c: c, budget: b, tallies: map[string]tally{}}
+			for _, m := range methods {
+				j.tallies[m] = tally{}
+			}
+			jobs = append(jobs, j)
+		}
+	}
+	run := func(ctx context.Context, j *job) error {
+		lines := locomoLines(j.c)
+		fts, err := newFTS5(ctx, lines)
+		if err != nil {
+			return err
+		}
+		defer fts.Close()
+		usable := j.budget - mod.OutputReserve(j.budget)
+		for _, s := range cfg.Strategies {
+			if err := runLoCoMoMneme(ctx, j.c, lines, cfg.Model, cfg.Policy, j.budget, s, j.tallies["mneme-"+string(s)]); err != nil {
+				return fmt.Errorf("conversation %s, budget %d, %s: %w", j.c.ID, j.budget, s, err)
+			}
+		}
+		if err := runLoCoMoBaselines(ctx, j.c, lines, counter, usable, fts, j.tallies[LoCoMoLastN], j.tallies[LoCoMoFTS5]); err != nil {
+			return err
+		}
+		if cfg.Progress != nil {
+			progressMu.Lock()
+			fmt.Fprintf(cfg.Progress, "locomo: conversation %s (%d turns, %d questions), budget %d: done at %.1fs\n", j.c.ID, len(lines.turns), countAsked(j.c), j.budget, time.Since(start).Seconds())
+			progressMu.Unlock()
+		}
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for _, j := range jobs {
+		g.Go(func() error { return run(gctx, j) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
 	tallies := map[string]map[int]tally{} // method -> budget -> tally
 	for _, m := range methods {
 		tallies[m] = map[int]tally{}
@@ -171,31 +250,10 @@ func LoCoMoBench(ctx context.Context, cfg LoCoMoConfig) (*LoCoMoReport, error) {
 			tallies[m][b] = tally{}
 		}
 	}
-	rep := &LoCoMoReport{Model: cfg.Model}
-	for _, c := range convs {
-		rep.Conversations = append(rep.Conversations, c.ID)
-		lines := locomoLines(c)
-		fts, err := newFTS5(ctx, lines)
-		if err != nil {
-			return nil, err
+	for _, j := range jobs {
+		for _, m := range methods {
+			tallies[m][j.budget].merge(j.tallies[m])
 		}
-		for _, b := range cfg.Budgets {
-			usable := b - mod.OutputReserve(b)
-			for _, s := range cfg.Strategies {
-				if err := runLoCoMoMneme(ctx, c, lines, cfg.Model, cfg.Policy, b, s, tallies["mneme-"+string(s)][b]); err != nil {
-					fts.Close()
-					return nil, fmt.Errorf("conversation %s, budget %d, %s: %w", c.ID, b, s, err)
-				}
-			}
-			if err := runLoCoMoBaselines(ctx, c, lines, counter, usable, fts, tallies[LoCoMoLastN][b], tallies[LoCoMoFTS5][b]); err != nil {
-				fts.Close()
-				return nil, err
-			}
-			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "locomo: conversation %s (%d turns, %d questions), budget %d: done in %.1fs\n", c.ID, len(lines.turns), countAsked(c), b, time.Since(start).Seconds())
-			}
-		}
-		fts.Close()
 	}
 	for _, m := range methods {
 		for _, b := range cfg.Budgets {
