@@ -58,44 +58,15 @@ func TestSearchPaths(t *testing.T) {
 func TestMigrateIndex(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v4.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for v := 1; v <= 4; v++ {
-		if err := applyMigration(ctx, db, v); err != nil {
-			t.Fatalf("migration %d: %v", v, err)
-		}
-	}
 	texts := []string{"Caroline's painting won at the show", "refund INV-4401 today", "lunch plans"}
-	if _, err := db.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens) VALUES ('acme', 't', 1, 1, ?, ?, 30)`, len(texts), len(texts)); err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC)
-	for i, text := range texts {
-		m := message.NewText(message.User, text)
-		js, err := backend.EncodeMessage(&m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := db.ExecContext(ctx, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tokens, message) VALUES ('acme', 't', ?, 'message', ?, ?, 'user', 10, ?)`,
-			i+1, backend.Nanos(at), store.NewRef(), js)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, _ := res.LastInsertId()
+	oldFile(t, path, 4, texts, func(db *sql.DB, i int, id int64, body string) error {
 		index := insertFTS
 		if i == len(texts)-1 {
 			index = `INSERT INTO events_fts_pending (id, scope, body) VALUES (?, ?, ?)`
 		}
-		if _, err := db.ExecContext(ctx, index, id, scopeTerms("acme", "t"), fulltext.IndexBody(fulltext.SearchText(m, at))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
+		_, err := db.ExecContext(ctx, index, id, scopeTerms("acme", "t"), body)
+		return err
+	})
 
 	s, err := Open(ctx, path)
 	if err != nil {
@@ -151,49 +122,19 @@ func TestMigrateIndex(t *testing.T) {
 func TestMigrateQueue(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v6.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for v := 1; v <= 6; v++ {
-		if err := applyMigration(ctx, db, v); err != nil {
-			t.Fatalf("migration %d: %v", v, err)
-		}
-	}
 	texts := []string{"refund INV-4401 today", "another refund", "a refund still queued", "and a last refund queued"}
-	if _, err := db.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens) VALUES ('acme', 't', 1, 1, ?, ?, 40)`, len(texts), len(texts)); err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC)
-	for i, text := range texts {
-		m := message.NewText(message.User, text)
-		js, err := backend.EncodeMessage(&m)
-		if err != nil {
-			t.Fatal(err)
+	oldFile(t, path, 6, texts, func(db *sql.DB, i int, id int64, body string) error {
+		if i >= 2 { // queued: a trigger copies the terms to events_terms
+			_, err := db.ExecContext(ctx, `INSERT INTO events_fts_pending (id, scope, body) VALUES (?, ?, ?)`, id, scopeTerms("acme", "t"), body)
+			return err
 		}
-		res, err := db.ExecContext(ctx, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tokens, message) VALUES ('acme', 't', ?, 'message', ?, ?, 'user', 10, ?)`,
-			i+1, backend.Nanos(at), store.NewRef(), js)
-		if err != nil {
-			t.Fatal(err)
+		// indexed, as version 6 moved its queue
+		if _, err := db.ExecContext(ctx, insertFTS, id, scopeTerms("acme", "t"), body); err != nil {
+			return err
 		}
-		id, _ := res.LastInsertId()
-		body := fulltext.IndexBody(fulltext.SearchText(m, at))
-		if i < 2 { // indexed, as version 6 moved its queue
-			_, err = db.ExecContext(ctx, insertFTS, id, scopeTerms("acme", "t"), body)
-			if err == nil {
-				_, err = db.ExecContext(ctx, `INSERT INTO events_terms (id, terms) VALUES (?, ?)`, id, body)
-			}
-		} else { // queued: a trigger copies the terms to events_terms
-			_, err = db.ExecContext(ctx, `INSERT INTO events_fts_pending (id, scope, body) VALUES (?, ?, ?)`, id, scopeTerms("acme", "t"), body)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
+		_, err := db.ExecContext(ctx, `INSERT INTO events_terms (id, terms) VALUES (?, ?)`, id, body)
+		return err
+	})
 
 	s, err := Open(ctx, path)
 	if err != nil {
@@ -212,5 +153,46 @@ func TestMigrateQueue(t *testing.T) {
 	var indexed int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_fts`).Scan(&indexed); err != nil || indexed != len(texts) {
 		t.Errorf("%d rows indexed, %v; want %d, each once", indexed, err, len(texts))
+	}
+}
+
+// oldFile writes a file at schema version v holding thread acme/t with a
+// user message of each text, and lets index put each message's terms
+// (body) where that version kept them.
+func oldFile(t *testing.T, path string, v int, texts []string, index func(db *sql.DB, i int, id int64, body string) error) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= v; k++ {
+		if err := applyMigration(ctx, db, k); err != nil {
+			t.Fatalf("migration %d: %v", k, err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens) VALUES ('acme', 't', 1, 1, ?, ?, ?)`, len(texts), len(texts), 10*len(texts)); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC)
+	for i, text := range texts {
+		m := message.NewText(message.User, text)
+		js, err := backend.EncodeMessage(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := db.ExecContext(ctx, `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tokens, message) VALUES ('acme', 't', ?, 'message', ?, ?, 'user', 10, ?)`,
+			i+1, backend.Nanos(at), store.NewRef(), js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := res.LastInsertId()
+		if err := index(db, i, id, fulltext.IndexBody(fulltext.SearchText(m, at))); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
