@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
@@ -86,10 +87,10 @@ func (r row) values(tenant, thread string) []any {
 		r.ev.Tokens, r.json, r.data, r.indexed(tenant, thread), r.lossy}
 }
 
-var insertCols = []string{"tenant", "thread", "seq", "kind", "at", "ref", "role", "tool", "tokens", "message", "data", "terms", "lossy"}
+var insertCols = []string{"tenant", "thread", "seq", "kind", "at", "ref", "role", "tool", "tokens", "message", "data", "terms", "lossy", "tsv"}
 
-const insertEvent = `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+const insertEvent = `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy, tsv)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $12::tsvector)`
 
 // copyThreshold is the batch size from which COPY beats a pipelined batch
 // of INSERTs.
@@ -191,11 +192,11 @@ const groupSQL = `WITH r AS (
 	SELECT min(r.req) FROM created c JOIN r ON r.tenant = c.tenant AND r.thread = c.id AND r.after = 0
 	GROUP BY c.tenant, c.id
 ), ins AS (
-	INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
-	SELECT r.tenant, r.thread, e.seq, e.kind, e.at, e.ref, e.role, e.tool, e.tokens, e.message, e.data, e.terms, e.lossy
+	INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy, tsv)
+	SELECT r.tenant, r.thread, e.seq, e.kind, e.at, e.ref, e.role, e.tool, e.tokens, e.message, e.data, e.terms, e.lossy, e.tsv
 	FROM unnest($9::int[], $10::bigint[], $11::text[], $12::bigint[], $13::text[], $14::text[], $15::text[],
-		$16::int[], $17::text[], $18::text[], $19::text[], $20::smallint[])
-		AS e(req, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy)
+		$16::int[], $17::text[], $18::text[], $19::text[], $20::smallint[], $21::tsvector[])
+		AS e(req, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy, tsv)
 	JOIN r ON r.req = e.req
 	WHERE e.req IN (SELECT req FROM won)
 )
@@ -386,7 +387,12 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 	if useCopy || len(rows) >= copyThreshold {
 		src := make([][]any, len(rows))
 		for i, r := range rows {
-			src[i] = r.values(tenant, thread)
+			v := r.values(tenant, thread)
+			var tsv pgtype.TSVector // COPY takes no cast: the literal parsed here
+			if err := tsv.Scan(v[11].(string)); err != nil {
+				return fmt.Errorf("postgres: append: terms of event %d: %w", r.ev.Seq, err)
+			}
+			src[i] = append(v, tsv)
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, insertCols, pgx.CopyFromRows(src)); err != nil {
 			return dbErr("append", err)

@@ -11,8 +11,9 @@
 //
 // Archive search: the same query semantics as store/sqlite, from the shared
 // parser in package fulltext. Each message's text is reduced to terms in Go
-// as on SQLite (fulltext.IndexTerms) and stored as a tsvector literal; a
-// generated tsvector column with a GIN index finds candidates (a tsquery of
+// as on SQLite (fulltext.IndexTerms) and stored as a tsvector literal
+// (terms) and the same tsvector in binary (tsv, written beside it); a GIN
+// index on tsv finds candidates (a tsquery of
 // quoted lexemes: no text search parser, no stemming, no stop words), or a
 // small thread's messages are all read; candidates are ranked in Go by
 // BM25 with the scope's statistics (fulltext.Tally), and verbatim

@@ -389,3 +389,48 @@ func TestGroupStatementColumns(t *testing.T) {
 		t.Errorf("c: %v, want ErrNotFound", err)
 	}
 }
+
+// TestTSVectorIsTerms: every path that writes events (a group's Append,
+// a large Append's COPY, Import) writes tsv as the server parses terms,
+// for documents of every shape: scope lexemes, many positions, lossy ones,
+// none (an event without a message).
+func TestTSVectorIsTerms(t *testing.T) {
+	s := open(t)
+	docs := synthetic(200)
+	many := msg(message.User, strings.Repeat("again and again ", 300)+"naïve 日本語 x1 ü")
+	huge := msg(message.Assistant, strings.Repeat("w ", 17000))
+	note := store.Event{Kind: store.KindNote, Data: []byte(`{}`)}
+	for i, evs := range [][]store.Event{{docs[0]}, {docs[1], note}, {many}, {huge}, docs[2:3]} {
+		if _, err := s.Append(ctx, "acme", fmt.Sprintf("small%d", i), 0, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := append(append([]store.Event{}, docs[10:100]...), many, note)
+	if _, err := s.Append(ctx, "acme", "big", 0, big); err != nil {
+		t.Fatal(err)
+	}
+	imported := append([]store.Event{}, docs[100:200]...)
+	for i := range imported {
+		imported[i].Seq = int64(i) + 1
+	}
+	if err := s.Import(ctx, "acme", "imported", imported); err != nil {
+		t.Fatal(err)
+	}
+	// As a replica of the build before schema 7 writes, and an update of
+	// terms alone.
+	for _, stmt := range []string{
+		`INSERT INTO events (tenant, thread, seq, kind, at, terms) VALUES ('acme', 'old', 1, 'note', 1, '''old'':1 ''build'':2')`,
+		`UPDATE events SET terms = '''rewritten'':1' WHERE thread = 'small0'`,
+	} {
+		if _, err := s.Pool().Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n, differ int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE tsv IS DISTINCT FROM terms::tsvector) FROM events`).Scan(&n, &differ); err != nil {
+		t.Fatal(err)
+	}
+	if n != 7+len(big)+100 || differ != 0 {
+		t.Errorf("%d events, %d whose tsv is not their terms", n, differ)
+	}
+}
