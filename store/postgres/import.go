@@ -24,10 +24,10 @@ func (s *Store) Import(ctx context.Context, tenant, thread string, evs []store.E
 	if len(evs) == 0 {
 		return nil
 	}
-	after := evs[0].Seq - 1
-	if after < 0 {
+	if evs[0].Seq < 0 {
 		return fmt.Errorf("%w: negative seq", store.ErrInvalid)
 	}
+	after := evs[0].Seq - 1
 	if evs[0].Seq == 0 {
 		last, err := s.LastSeq(ctx, tenant, thread)
 		if err != nil {

@@ -78,6 +78,19 @@ func TestImport(t *testing.T) {
 	if n, _ := s.LastSeq(ctx, "acme", "t"); n != 203 {
 		t.Errorf("a refused import wrote something: last seq %d", n)
 	}
+	// Seq 0 continues the thread, as documented; a negative seq is refused.
+	next := []store.Event{msg(message.User, "next"), msg(message.Assistant, "after it")}
+	if err := s.Import(ctx, "acme", "t", next); err != nil {
+		t.Errorf("import with seq 0: %v", err)
+	}
+	if n, _ := s.LastSeq(ctx, "acme", "t"); n != 205 {
+		t.Errorf("after importing two with seq 0: last seq %d, want 205", n)
+	}
+	neg := msg(message.User, "negative")
+	neg.Seq = -1
+	if err := s.Import(ctx, "acme", "t", []store.Event{neg}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("import with seq -1: %v, want ErrInvalid", err)
+	}
 
 	// Memories keep their times.
 	it := store.Memory{Namespace: []string{"n"}, Key: "k", Value: json.RawMessage(`{"v":1}`), Created: base, Updated: base.Add(time.Minute)}
