@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -192,10 +193,16 @@ func (s *State) outlivingRecalls() int {
 }
 
 // turnCost is what the window shows after the user message at seq.
-func (s *State) turnCost(seq int64) int {
+func (s *State) turnCost(seq int64) int { return s.tailCost(seq+1, math.MaxInt64) }
+
+// tailCost is what the tail items of seqs in [from, to) cost, read from
+// the end: the cost of a turn, not of the thread.
+func (s *State) tailCost(from, to int64) int {
 	n := 0
-	for i := len(s.tail) - 1; i >= 0 && s.tail[i].Seq > seq; i-- {
-		n += s.tail[i].cost()
+	for i := len(s.tail) - 1; i >= 0 && s.tail[i].Seq >= from; i-- {
+		if s.tail[i].Seq < to {
+			n += s.tail[i].cost()
+		}
 	}
 	return n
 }
@@ -278,13 +285,7 @@ func (s *State) StaleRecalls(cur int64) []int64 {
 		if r.Data.For == cur {
 			continue
 		}
-		after := 0
-		for i := len(s.tail) - 1; i >= 0 && s.tail[i].Seq >= r.Data.For; i-- {
-			if s.tail[i].Seq < cur {
-				after += s.tail[i].cost()
-			}
-		}
-		if after < r.Tokens && r.Tokens*staleShare >= s.budget {
+		if after := s.tailCost(r.Data.For, cur); after < r.Tokens && r.Tokens*staleShare >= s.budget {
 			out = append(out, r.Data.For)
 		}
 	}
