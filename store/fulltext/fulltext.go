@@ -952,6 +952,19 @@ func (t *Tally) token(pos int, id int32) {
 // match, best first, ties in the order they were added; n is the number
 // of documents in the searched scope.
 func (t *Tally) Rank(n int) []Scored {
+	out := t.score(n)
+	slices.SortFunc(out, func(a, b Scored) int { // ties in order: a total order, so stable
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Index, b.Index)
+	})
+	return out
+}
+
+// score returns the documents added that match, with their scores, in the
+// order they were added.
+func (t *Tally) score(n int) []Scored {
 	docs, terms := len(t.lens), len(t.phrases)
 	if docs == 0 || terms == 0 {
 		return nil
@@ -992,12 +1005,6 @@ func (t *Tally) Rank(n int) []Scored {
 			out = append(out, Scored{i, score})
 		}
 	}
-	slices.SortFunc(out, func(a, b Scored) int { // ties in order: a total order, so stable
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Index, b.Index)
-	})
 	return out
 }
 

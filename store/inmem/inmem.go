@@ -44,9 +44,9 @@ type refLoc struct {
 // holds, whatever else the store holds.
 type thread struct {
 	info     store.ThreadInfo
-	events   []storedEvent // events[i].Seq == i+1
-	docs     map[int64]*doc
-	postings map[string]map[int64]int // term → seq → term frequency
+	events   []storedEvent                // events[i].Seq == i+1
+	docs     []*doc                       // docs[seq-1]: a message's, nil for other events
+	postings map[string]*fulltext.Posting // term → the seqs holding it, with its count in each
 	// The window snapshot (snapshot.go), gone with the thread.
 	snapSeq int64
 	snap    []byte
@@ -177,7 +177,7 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 		}
 	}
 	if th == nil {
-		th = &thread{info: store.ThreadInfo{ID: threadID, Created: now}, docs: map[int64]*doc{}, postings: map[string]map[int64]int{}}
+		th = &thread{info: store.ThreadInfo{ID: threadID, Created: now}, postings: map[string]*fulltext.Posting{}}
 		t.threads[threadID] = th
 	}
 	out := make([]store.Event, len(prepared))
@@ -242,17 +242,27 @@ func (se storedEvent) event() store.Event {
 	return ev
 }
 
+// index adds the document of the message at seq, past every seq indexed
+// so far (a thread's seqs only grow), to the thread's index.
 func (th *thread) index(seq int64, d *doc) {
-	th.docs[seq] = d
+	for int64(len(th.docs)) < seq-1 {
+		th.docs = append(th.docs, nil)
+	}
+	th.docs = append(th.docs, d)
 	for _, term := range d.terms {
 		p := th.postings[term]
 		if p == nil {
-			p = map[int64]int{}
+			p = &fulltext.Posting{}
 			th.postings[term] = p
 		}
-		p[seq]++
+		p.Add(seq)
 	}
 }
+
+// The thread's index as fulltext.Tally.AddPostings reads it.
+func (th *thread) Posting(tok string) *fulltext.Posting { return th.postings[tok] }
+func (th *thread) Len(seq int64) int                    { return len(th.docs[seq-1].terms) }
+func (th *thread) Terms(seq int64) []string             { return th.docs[seq-1].terms }
 
 // Load implements store.Log.
 func (s *Store) Load(ctx context.Context, tenantID, threadID string, from int64, limit int) ([]store.Event, error) {

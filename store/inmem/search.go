@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -54,44 +53,34 @@ func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery
 		}
 		sort.Slice(scope, func(i, j int) bool { return scope[i].info.ID < scope[j].info.ID })
 	}
+	// The candidates, thread by thread in seq order, counted from the
+	// postings (fulltext.Tally.AddPostings): their terms are not read.
 	type cand struct {
 		th  *thread
 		seq int64
 	}
 	var (
 		cands []cand
-		docs  [][]string
 		n     int
 	)
+	tally := pq.Tally()
 	for _, th := range scope {
-		n += len(th.docs)
-		seqs := map[int64]bool{}
-		for _, term := range pq.Terms {
-			for seq := range th.postings[term.Tokens[0]] {
-				if !seqs[seq] && (len(term.Tokens) == 1 || fulltext.PhraseCount(th.docs[seq].terms, term.Tokens) > 0) {
-					seqs[seq] = true
-				}
-			}
+		n += int(th.info.Messages)
+		var keepSeq func(int64) bool
+		if filtered(q) {
+			keepSeq = func(seq int64) bool { return keep(q, th.events[seq-1]) }
 		}
-		sorted := make([]int64, 0, len(seqs))
-		for seq := range seqs {
-			if keep(q, th.events[seq-1]) {
-				sorted = append(sorted, seq)
-			}
-		}
-		slices.Sort(sorted)
-		for _, seq := range sorted {
+		for _, seq := range tally.AddPostings(th, keepSeq) {
 			cands = append(cands, cand{th, seq})
-			docs = append(docs, th.docs[seq].terms)
 		}
 	}
 	var hits []store.Hit
-	for _, r := range pq.Rank(docs, n) {
+	for r := range tally.Ranked(n) {
 		if len(hits) == limit {
 			break
 		}
 		c := cands[r.Index]
-		d := c.th.docs[c.seq]
+		d := c.th.docs[c.seq-1]
 		if !pq.MatchesVerbatim(d.text) {
 			continue
 		}
@@ -104,6 +93,11 @@ func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery
 		})
 	}
 	return hits, nil
+}
+
+// filtered reports whether q filters the scope's messages.
+func filtered(q store.SearchQuery) bool {
+	return q.Role != "" || q.Tool != "" || q.FromSeq > 0 || q.ToSeq > 0 || !q.Since.IsZero() || !q.Until.IsZero()
 }
 
 func keep(q store.SearchQuery, se storedEvent) bool {
