@@ -2,6 +2,7 @@ package window
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,19 +108,40 @@ func TestSnapshotRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
+	// The encoding: snapMark, the JSON's length, the JSON, the messages.
+	n, k := binary.Uvarint(data[1:])
+	if data[0] != snapMark || k <= 0 {
+		t.Fatalf("not a version-%d encoding: % x", SnapshotVersion, data[:8])
 	}
-	m["v"] = SnapshotVersion + 1
-	other, _ := json.Marshal(m)
+	js, msgs := data[1+k:1+k+int(n)], data[1+k+int(n):]
+	withVersion := func(v int) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(js, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["v"] = v
+		other, _ := json.Marshal(m)
+		return append(append(binary.AppendUvarint([]byte{snapMark}, uint64(len(other))), other...), msgs...)
+	}
+	if st, err := Restore(withVersion(SnapshotVersion), charSizer{}); err != nil || st == nil {
+		t.Fatalf("the reassembled snapshot does not restore: %v", err)
+	}
+	// A version-3 snapshot: JSON alone.
+	var old map[string]any
+	json.Unmarshal(js, &old)
+	old["v"] = 3
+	v3, _ := json.Marshal(old)
 	for name, c := range map[string]struct {
 		data []byte
 		want error
 	}{
-		"version": {other, ErrSnapshotVersion},
-		"garbage": {[]byte("{\"v\":"), nil},
-		"empty":   {nil, nil},
+		"version":   {withVersion(SnapshotVersion + 1), ErrSnapshotVersion},
+		"json v3":   {v3, ErrSnapshotVersion},
+		"garbage":   {[]byte("{\"v\":"), nil},
+		"empty":     {nil, nil},
+		"truncated": {data[:len(data)-1], nil},
+		"trailing":  {append(append([]byte(nil), data...), 0), nil},
+		"no json":   {[]byte{snapMark, 0xff}, nil},
 	} {
 		st, err := Restore(c.data, charSizer{})
 		if err == nil || st != nil || (c.want != nil && !errors.Is(err, c.want)) {
@@ -230,4 +252,24 @@ func TestLateResultIsOrphan(t *testing.T) {
 			t.Errorf("seq %d is %s, want %s", seq, forms[seq], want)
 		}
 	}
+}
+
+// FuzzRestore: a snapshot read back from a store is outside input (a
+// damaged file, another build's bytes): any bytes restore to a state or
+// are refused, never a panic.
+func FuzzRestore(f *testing.F) {
+	d := newDriver(f, DefaultPolicy(), 12000)
+	genThread(d, rand.New(rand.NewPCG(1, 1)), 20, func(*Window) {})
+	data, err := d.st.Snapshot().Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add(data[:len(data)/2])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, err := Restore(data, charSizer{})
+		if (st == nil) == (err == nil) {
+			t.Fatalf("Restore = %v, %v", st, err)
+		}
+	})
 }

@@ -33,7 +33,7 @@ func (charSizer) Text(s string) int { return len(s)/4 + 1 }
 // driver does what the mneme package does: log events, apply them, compact
 // when over the trigger, build.
 type driver struct {
-	t     *testing.T
+	t     testing.TB
 	st    *State
 	log   []store.Event
 	req   Request
@@ -41,7 +41,7 @@ type driver struct {
 	comps int
 }
 
-func newDriver(t *testing.T, p Policy, budget int) *driver {
+func newDriver(t testing.TB, p Policy, budget int) *driver {
 	st, err := NewState(p, budget, charSizer{})
 	if err != nil {
 		t.Fatal(err)
