@@ -17,6 +17,10 @@ import (
 	"github.com/mnemehq/mneme/store/fulltext"
 )
 
+// activeBucket is the width of the threads' active column (migration 8),
+// in nanoseconds: a minute.
+const activeBucket = 60_000_000_000
+
 // toolLookback bounds how far back Append looks for the tool call a
 // nameless tool result answers.
 const toolLookback = 500
@@ -100,9 +104,14 @@ const (
 	insertEvent = `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertTerms  = `INSERT INTO events_terms (id, terms) VALUES (?, ?)`
-	insertThread = `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	insertThread = `INSERT INTO threads (tenant, id, created, updated, active, last_seq, messages, tokens)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	// bumpThread moves a thread whose active minute is now's; active is
+	// not SET, so threads_by_active is left alone (schema.go, migration
+	// 8). Otherwise bumpActive moves the minute too.
 	bumpThread = `UPDATE threads SET last_seq = ?, updated = ?, messages = messages + ?, tokens = tokens + ?
+		WHERE tenant = ? AND id = ? AND last_seq = ? AND active = ?`
+	bumpActive = `UPDATE threads SET last_seq = ?, updated = ?, active = ?, messages = messages + ?, tokens = tokens + ?
 		WHERE tenant = ? AND id = ? AND last_seq = ?`
 	selectLastSeq = `SELECT last_seq FROM threads WHERE tenant = ? AND id = ?`
 )
@@ -310,20 +319,29 @@ func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq) (wrote bool
 		return false, nil
 	}
 	newLast := r.after + int64(len(ps))
+	now := backend.Nanos(r.now)
+	active := now - now%activeBucket
 	var moved int64
 	if r.after == 0 {
 		res, err := x.ExecContext(ctx, insertThread,
-			r.tenant, r.thread, backend.Nanos(r.now), backend.Nanos(r.now), newLast, r.msgs, r.tokens)
+			r.tenant, r.thread, now, now, active, newLast, r.msgs, r.tokens)
 		if err != nil {
 			return false, classify("append", err)
 		}
 		moved, _ = res.RowsAffected()
 	} else {
-		res, err := x.ExecContext(ctx, bumpThread, newLast, backend.Nanos(r.now), r.msgs, r.tokens, r.tenant, r.thread, r.after)
+		res, err := x.ExecContext(ctx, bumpThread, newLast, now, r.msgs, r.tokens, r.tenant, r.thread, r.after, active)
 		if err != nil {
 			return false, classify("append", err)
 		}
-		moved, _ = res.RowsAffected()
+		if moved, _ = res.RowsAffected(); moved == 0 {
+			// Another minute, or a conflict (which this finds too).
+			res, err := x.ExecContext(ctx, bumpActive, newLast, now, active, r.msgs, r.tokens, r.tenant, r.thread, r.after)
+			if err != nil {
+				return false, classify("append", err)
+			}
+			moved, _ = res.RowsAffected()
+		}
 	}
 	if moved == 0 {
 		last, err := x.lastSeq(ctx, r.tenant, r.thread)
@@ -528,10 +546,13 @@ func (s *Store) Threads(ctx context.Context, tenant string, p store.Page) ([]sto
 		if err != nil {
 			return nil, "", err
 		}
-		q += ` AND (updated < ? OR (updated = ? AND id > ?))`
-		args = append(args, backend.Nanos(at), backend.Nanos(at), id)
+		// active, a function of updated, bounds the page's start in
+		// threads_by_active.
+		u := backend.Nanos(at)
+		q += ` AND active <= ? AND (updated < ? OR (updated = ? AND id > ?))`
+		args = append(args, u-u%activeBucket, u, u, id)
 	}
-	q += ` ORDER BY updated DESC, id LIMIT ?`
+	q += ` ORDER BY active DESC, updated DESC, id LIMIT ?`
 	args = append(args, limit+1)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
