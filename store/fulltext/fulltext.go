@@ -1088,8 +1088,47 @@ func Snippet(text string, q ParsedQuery, width int) string {
 	if winEnd < len(text) {
 		b.WriteString("…")
 	}
-	return strings.Join(strings.Fields(b.String()), " ")
+	return collapseSpace(b.String())
 }
+
+// collapseSpace returns strings.Join(strings.Fields(s), " ") without the
+// slice of fields: runs of white space become one space, none at the ends.
+func collapseSpace(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false // a space is due before the next field
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if asciiSpace[c] {
+				space = b.Len() > 0
+			} else {
+				if space {
+					b.WriteByte(' ')
+					space = false
+				}
+				b.WriteByte(c)
+			}
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) {
+			space = b.Len() > 0
+		} else {
+			if space {
+				b.WriteByte(' ')
+				space = false
+			}
+			b.WriteString(s[i : i+w])
+		}
+		i += w
+	}
+	return b.String()
+}
+
+// asciiSpace: the ASCII bytes unicode.IsSpace reports.
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 func backRunes(s string, i, n int) int {
 	for ; n > 0 && i > 0; n-- {

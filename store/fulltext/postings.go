@@ -2,6 +2,7 @@ package fulltext
 
 import (
 	"cmp"
+	"slices"
 	"sort"
 )
 
@@ -62,9 +63,15 @@ func (t *Tally) AddPostings(ix Postings, keep func(doc int64) bool) []int64 {
 		lists[j] = phrasePosting(ix, term.Tokens, keep)
 	}
 	// A merge of the lists: each step takes the smallest document at the
-	// head of a list.
+	// head of a list. There are at least as many as the longest list holds.
+	most := 0
+	for _, l := range lists {
+		most = max(most, len(l.Docs))
+	}
+	t.lens = slices.Grow(t.lens, most)
+	t.tf = slices.Grow(t.tf, most*terms)
 	heads := make([]int, terms)
-	var docs []int64
+	docs := make([]int64, 0, most)
 	for {
 		doc, found := int64(0), false
 		for j, l := range lists {

@@ -157,3 +157,29 @@ func FuzzAddPostings(f *testing.F) {
 		checkPostings(t, q, docs, func(i int) bool { return i%2 == 0 }, 0)
 	})
 }
+
+// TestCollapseSpace: collapseSpace is strings.Fields joined by spaces, on
+// random strings of spaces (ASCII and not), words and invalid bytes.
+func TestCollapseSpace(t *testing.T) {
+	parts := []string{" ", "  ", "\t", "\n", "\v", "\f", "\r", "\u0085", "\u00a0", "\u2003", "\u3000", "a", "bc", "é", "日本", "\xff", "\xe2\x80", "«x»", "…"}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(12) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		s := b.String()
+		if got, want := collapseSpace(s), strings.Join(strings.Fields(s), " "); got != want {
+			t.Fatalf("collapseSpace(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+func FuzzCollapseSpace(f *testing.F) {
+	f.Add(" a \u00a0b\t\xffc ")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := collapseSpace(s), strings.Join(strings.Fields(s), " "); got != want {
+			t.Fatalf("collapseSpace(%q) = %q, want %q", s, got, want)
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 
@@ -289,12 +290,25 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 	// Texts are read a page of ranked candidates at a time, in one query
 	// each.
 	var hits []store.Hit
-	ranked := tally.Rank(int(n))
+	// The ranking is drawn from a heap (Tally.Ranked): only as many
+	// candidates as the pages take are ordered.
+	next, stop := iter.Pull(tally.Ranked(int(n)))
+	defer stop()
 	texts := tx.StmtContext(ctx, stmts.texts)
-	for start := 0; start < len(ranked) && len(hits) < limit; {
-		end := min(len(ranked), start+limit-len(hits)+2)
-		page := make([]int64, 0, end-start)
-		for _, r := range ranked[start:end] {
+	for len(hits) < limit {
+		var ranked []fulltext.Scored
+		for range limit - len(hits) + 2 {
+			r, ok := next()
+			if !ok {
+				break
+			}
+			ranked = append(ranked, r)
+		}
+		if len(ranked) == 0 {
+			break
+		}
+		page := make([]int64, 0, len(ranked))
+		for _, r := range ranked {
 			page = append(page, ids[r.Index])
 		}
 		list, _ := json.Marshal(page)
@@ -327,7 +341,7 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("sqlite: search: %w", err)
 		}
-		for _, r := range ranked[start:end] {
+		for _, r := range ranked {
 			if len(hits) == limit {
 				break
 			}
@@ -351,7 +365,6 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 			h.Score = r.Score
 			hits = append(hits, h)
 		}
-		start = end
 	}
 	return hits, nil
 }
