@@ -259,6 +259,78 @@ func TestGroupStatement(t *testing.T) {
 	}
 }
 
+// TestGroupStatementMixed: a group of creators and movers takes the
+// statement that does both, a group of movers only the one that only
+// moves; both answer alike. Of two appends after seq 2 of a, one wins;
+// an append after seq 1 of a (behind), after seq 9 of d (ahead: it would
+// leave a gap) or after seq 2 of b (which does not exist) conflicts; c is
+// created. Then, movers only: d ahead again conflicts, a moves.
+func TestGroupStatementMixed(t *testing.T) {
+	s := open(t)
+	for i, err := range s.AppendGroup([]postgres.GroupRequest{
+		{Tenant: "acme", Thread: "a", After: 0, Events: []store.Event{msg(message.User, "a1"), msg(message.Assistant, "a2")}},
+		{Tenant: "acme", Thread: "d", After: 0, Events: []store.Event{msg(message.User, "d1")}},
+	}) {
+		if err != nil {
+			t.Fatalf("creator %d: %v", i, err)
+		}
+	}
+	errs := s.AppendGroup([]postgres.GroupRequest{
+		{Tenant: "acme", Thread: "a", After: 2, Events: []store.Event{msg(message.User, "a3 first")}},
+		{Tenant: "acme", Thread: "c", After: 0, Events: []store.Event{msg(message.User, "c1")}},
+		{Tenant: "acme", Thread: "a", After: 1, Events: []store.Event{msg(message.User, "a2 behind")}},
+		{Tenant: "acme", Thread: "a", After: 2, Events: []store.Event{msg(message.User, "a3 second")}},
+		{Tenant: "acme", Thread: "b", After: 2, Events: []store.Event{msg(message.User, "b3")}},
+		{Tenant: "acme", Thread: "d", After: 9, Events: []store.Event{msg(message.User, "d10 ahead")}},
+	})
+	if errs[1] != nil {
+		t.Errorf("c created: %v", errs[1])
+	}
+	for _, i := range []int{2, 4, 5} {
+		if !errors.Is(errs[i], store.ErrConflict) {
+			t.Errorf("request %d (a behind, b missing, d ahead): %v, want ErrConflict", i, errs[i])
+		}
+	}
+	if (errs[0] == nil) == (errs[3] == nil) {
+		t.Fatalf("two appends after seq 2 of a: %v, %v; want exactly one to win", errs[0], errs[3])
+	}
+	third := "a3 first"
+	if errs[0] != nil {
+		third = "a3 second"
+		if !errors.Is(errs[0], store.ErrConflict) {
+			t.Errorf("the losing append: %v, want ErrConflict", errs[0])
+		}
+	} else if !errors.Is(errs[3], store.ErrConflict) {
+		t.Errorf("the losing append: %v, want ErrConflict", errs[3])
+	}
+	errs = s.AppendGroup([]postgres.GroupRequest{
+		{Tenant: "acme", Thread: "d", After: 5, Events: []store.Event{msg(message.User, "d6 ahead")}},
+		{Tenant: "acme", Thread: "a", After: 3, Events: []store.Event{msg(message.Assistant, "a4")}},
+	})
+	if !errors.Is(errs[0], store.ErrConflict) || errs[1] != nil {
+		t.Errorf("movers only, d ahead and a: %v, %v; want ErrConflict, nil", errs[0], errs[1])
+	}
+	for thread, want := range map[string][]string{"a": {"a1", "a2", third, "a4"}, "c": {"c1"}, "d": {"d1"}} {
+		evs, err := s.Load(ctx, "acme", thread, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.Message.TextOf())
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("%s holds %q, want %q", thread, got, want)
+		}
+		if ti, err := s.Thread(ctx, "acme", thread); err != nil || ti.Messages != int64(len(want)) || ti.Events != int64(len(want)) {
+			t.Errorf("%s: %+v, %v; want %d messages", thread, ti, err, len(want))
+		}
+	}
+	if _, err := s.Thread(ctx, "acme", "b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("b: %v, want ErrNotFound", err)
+	}
+}
+
 // TestThreadsListedAfterMigration6: threads written at schema version 5
 // (listed by an index on updated) are listed at the current version in
 // the same order, updated time then id, within a minute and across
