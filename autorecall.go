@@ -1,6 +1,7 @@
 package mneme
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/token"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -94,7 +96,7 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 // (what it answers): the reply's ids would otherwise be terms every hit
 // must have, and its words outweigh a short request's.
 func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exclude int64, dropped []int64, room int) ([]window.RecallHit, error) {
-	p, st := ts.policy, ts.st
+	p := ts.policy
 	if room < 64 || q.request == "" {
 		return nil, nil
 	}
@@ -116,7 +118,25 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 			}
 		}
 	}
+	bt := newBlockTokens(ts.sz)
+	chosen := t.chooseHits(ctx, ts, hits, exclude, dropped, room, bt)
+	if ts.sz.Message("", window.RecalledMessage(chosen)) <= room {
+		return chosen, nil
+	}
+	// The pieces' sum said the block fits and the whole says it does not:
+	// blockTokens' premise is wrong for this counter and text. Choose again
+	// counting every block whole (I3).
+	t.m.log.Warn("auto-recall: a recalled block's pieces undercount it", "tenant", t.tenant, "thread", t.id, "tokenizer", ts.sz.c.Name())
+	bt.whole = true
+	return t.chooseHits(ctx, ts, hits, exclude, dropped, room, bt), nil
+}
+
+// chooseHits chooses, best first, the hits (and their neighbours) that fit
+// room, counting blocks with bt.
+func (t *Thread) chooseHits(ctx context.Context, ts *threadState, hits []store.Hit, exclude int64, dropped []int64, room int, bt blockTokens) []window.RecallHit {
+	p, st := ts.policy, ts.st
 	var chosen []window.RecallHit
+	var counts []entryTokens // chosen's entries' tokens, in step
 	taken := map[int64]bool{}
 	usable := func(seq int64) bool {
 		return seq != exclude && !taken[seq] && seq <= st.LastSeq() && !st.ShownWithout(seq, dropped)
@@ -124,16 +144,24 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 	// try adds rh when the block still fits room.
 	try := func(at int, rh window.RecallHit) bool {
 		next := slices.Insert(slices.Clone(chosen), at, rh)
-		if ts.sz.Message("", window.RecalledMessage(next)) > room {
+		nextCounts := slices.Insert(slices.Clone(counts), at, bt.entry(rh))
+		if !bt.fits(next, nextCounts, room) {
 			return false
 		}
-		chosen, taken[rh.Seq] = next, true
+		chosen, counts, taken[rh.Seq] = next, nextCounts, true
 		return true
 	}
 	// A hit may fill a third of the block: a large tool result does not
 	// crowd out the rest. A neighbour is shown only whole and short.
 	per := max(64, room/3)
-	near := min(per/2, 160)
+	short := min(per/2, 160)
+	var near []int64
+	for _, h := range hits {
+		if h.Score >= p.RecallMinScore && usable(h.Seq) {
+			near = append(near, h.Seq)
+		}
+	}
+	nb := t.newNeighbourhoods(near)
 	primary := 0
 	for _, h := range hits {
 		if primary == p.RecallTopK {
@@ -142,7 +170,7 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 		if h.Score < p.RecallMinScore || !usable(h.Seq) {
 			continue
 		}
-		evs, err := t.m.store.Load(ctx, t.tenant, t.id, max(1, h.Seq-recallNeighbourhood), 2*recallNeighbourhood+1)
+		evs, err := nb.around(ctx, h.Seq)
 		if err != nil {
 			continue
 		}
@@ -174,7 +202,7 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 				continue
 			}
 			text := e.Message.PlainText()
-			if strings.TrimSpace(text) == "" || ts.sz.Text(text) > near {
+			if strings.TrimSpace(text) == "" || ts.sz.CachedText(text) > short {
 				continue
 			}
 			i := at // before the hit, or after it in seq order
@@ -187,12 +215,152 @@ func (t *Thread) recallHits(ctx context.Context, ts *threadState, q recallQ, exc
 			try(i, window.RecallHit{Ref: e.Ref, Seq: e.Seq, Role: e.Message.Role, Context: true, Text: text})
 		}
 	}
-	return chosen, nil
+	return chosen
+}
+
+// blockTokens counts recalled blocks by their pieces, so that choosing
+// hits costs the hits' tokens rather than the whole block's for every hit
+// tried (counting the block whole each time was most of a request's CPU
+// at 500 messages). A block's text (window.RecalledMessage) is cut right
+// before each entry's "## ", which follows a newline: the pieces are the
+// preamble with the separator after it, and each entry with the separator
+// after it, or the close after the last. The exact BPE encodings always
+// start a piece of their pre-tokenizer at a "#" after a newline, so the
+// block's count is the sum of its pieces' counts; the estimators weigh
+// features of the text (the cl100k count, digits, newlines, runs of
+// blanks) that add up over those cuts, and round up each piece, so the sum
+// is never less than the block's count. TestBlockTokens checks both.
+type blockTokens struct {
+	sz    sizer
+	exact bool // the counter is a BPE encoding: the sum is the count
+	whole bool // count every block whole (the reference, and the fallback)
+	base  int  // a block's tokens beyond its entries': the message's own, the preamble and one separator
+	empty int  // a block without entries
+}
+
+// entryTokens are an entry's tokens with the separator after it (mid) and
+// with the close after it (last).
+type entryTokens struct{ mid, last int }
+
+func newBlockTokens(sz sizer) blockTokens {
+	empty := window.RecalledMessage(nil)
+	own := sz.Message("", empty) - sz.Text(empty.TextOf())
+	name := sz.c.Name()
+	return blockTokens{
+		sz:    sz,
+		exact: name == token.O200kBase || name == token.Cl100kBase,
+		base:  own + sz.Text(window.RecalledPreamble+window.RecalledSep),
+		empty: sz.Message("", empty),
+	}
+}
+
+func (b blockTokens) entry(h window.RecallHit) entryTokens {
+	if b.whole {
+		return entryTokens{}
+	}
+	e := window.RecalledEntry(h)
+	return entryTokens{mid: b.sz.CachedText(e + window.RecalledSep), last: b.sz.CachedText(e + window.RecalledClose)}
+}
+
+// sum is the pieces' count of a block whose entries count es.
+func (b blockTokens) sum(es []entryTokens) int {
+	if len(es) == 0 {
+		return b.empty
+	}
+	n := b.base + es[len(es)-1].last
+	for _, e := range es[:len(es)-1] {
+		n += e.mid
+	}
+	return n
+}
+
+// fits reports whether the block of hits, whose entries count es, is at
+// most room tokens.
+func (b blockTokens) fits(hits []window.RecallHit, es []entryTokens, room int) bool {
+	if !b.whole {
+		if b.sum(es) <= room {
+			return true
+		}
+		if b.exact {
+			return false
+		}
+	}
+	return b.sz.Message("", window.RecalledMessage(hits)) <= room
 }
 
 // recallNeighbourhood is how far (in events) a hit's neighbours are looked
 // for: notes and compaction events may sit between two messages.
 const recallNeighbourhood = 4
+
+// neighbourhoods reads the events around hits: each hit's neighbourhood
+// (the 2*recallNeighbourhood+1 events from recallNeighbourhood before it),
+// those of hits close together in one Load. One Load per hit was half of
+// auto-recall's CPU on a 500-message thread: a hundred hits' neighbourhoods
+// overlap, and each Load decodes (or queries) its events again.
+type neighbourhoods struct {
+	t      *Thread
+	groups []seqSpan // sorted, disjoint
+	evs    [][]store.Event
+	err    []error
+	done   []bool
+}
+
+// seqSpan is the seqs [from, to].
+type seqSpan struct{ from, to int64 }
+
+// Hits whose neighbourhoods are at most neighbourhoodGap events apart are
+// read together, in spans of at most neighbourhoodSpan events.
+const (
+	neighbourhoodGap  = 2*recallNeighbourhood + 1
+	neighbourhoodSpan = 256
+)
+
+func neighbourhoodOf(seq int64) seqSpan {
+	from := max(1, seq-recallNeighbourhood)
+	return seqSpan{from, from + 2*recallNeighbourhood}
+}
+
+func (t *Thread) newNeighbourhoods(seqs []int64) *neighbourhoods {
+	seqs = slices.Clone(seqs)
+	slices.Sort(seqs)
+	nb := &neighbourhoods{t: t}
+	for _, s := range seqs {
+		sp := neighbourhoodOf(s)
+		if n := len(nb.groups); n > 0 {
+			g := &nb.groups[n-1]
+			if sp.from <= g.to+1+neighbourhoodGap && sp.to-g.from < neighbourhoodSpan {
+				g.to = max(g.to, sp.to)
+				continue
+			}
+		}
+		nb.groups = append(nb.groups, sp)
+	}
+	nb.evs, nb.err, nb.done = make([][]store.Event, len(nb.groups)), make([]error, len(nb.groups)), make([]bool, len(nb.groups))
+	return nb
+}
+
+// around returns the events of seq's neighbourhood: what
+// Load(neighbourhoodOf(seq).from, 2*recallNeighbourhood+1) returns.
+func (nb *neighbourhoods) around(ctx context.Context, seq int64) ([]store.Event, error) {
+	sp := neighbourhoodOf(seq)
+	i, _ := slices.BinarySearchFunc(nb.groups, sp.from, func(g seqSpan, from int64) int { return cmp.Compare(g.to, from) })
+	if i == len(nb.groups) || nb.groups[i].from > sp.from || nb.groups[i].to < sp.to {
+		// Not among the seqs it was made for.
+		return nb.t.m.store.Load(ctx, nb.t.tenant, nb.t.id, sp.from, 2*recallNeighbourhood+1)
+	}
+	if !nb.done[i] {
+		g := nb.groups[i]
+		nb.evs[i], nb.err[i] = nb.t.m.store.Load(ctx, nb.t.tenant, nb.t.id, g.from, int(g.to-g.from+1))
+		nb.done[i] = true
+	}
+	if nb.err[i] != nil {
+		return nil, nb.err[i]
+	}
+	evs := nb.evs[i]
+	lo, _ := slices.BinarySearchFunc(evs, sp.from, func(e store.Event, s int64) int { return cmp.Compare(e.Seq, s) })
+	hi, _ := slices.BinarySearchFunc(evs, sp.to+1, func(e store.Event, s int64) int { return cmp.Compare(e.Seq, s) })
+	return evs[lo:hi], nil
+}
 
 // recallQ is what auto-recall searches with: the current request and the
 // text of the reply before it (what the request answers).
@@ -257,7 +425,7 @@ func matched(snippet string) []string {
 
 // clipTokens cuts text to about n tokens on a rune boundary.
 func clipTokens(sz sizer, text string, n int) (string, bool) {
-	if sz.Text(text) <= n {
+	if sz.CachedText(text) <= n {
 		return text, false
 	}
 	lo, hi := 0, len(text)

@@ -378,6 +378,14 @@ func (s sizer) Message(key string, msg message.Message) int {
 }
 func (s sizer) Text(t string) int { return s.c.Count(t) }
 
+// CachedText is Text(t) through the cache, keyed by t's content: for texts
+// counted again on later requests (auto-recall's hits), a hash instead of
+// a count. The cache holds message counts: t's is a user message's less
+// the message's own tokens.
+func (s sizer) CachedText(t string) int {
+	return s.cache.MessageTokens(s.c, "", message.NewText(message.User, t)) - token.MessageTokens(s.c, message.NewText(message.User, ""))
+}
+
 // retryConflicts bounds how often an append retries on a moving tail.
 const retryConflicts = 50
 

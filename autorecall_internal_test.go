@@ -1,0 +1,126 @@
+package mneme
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/inmem"
+	"github.com/mnemehq/mneme/token"
+	"github.com/mnemehq/mneme/window"
+)
+
+// TestBlockTokens checks blockTokens' premise on random blocks under every
+// tokenizer: the pieces' sum is the block's count for the BPE encodings and
+// never less than it for the estimators, and fits answers as counting the
+// block whole does. The texts mix what moves a pre-tokenizer's cuts
+// (trailing blanks and punctuation, newlines, "#", digits, non-Latin
+// scripts, emoji) so that the cuts meet every kind of text end.
+func TestBlockTokens(t *testing.T) {
+	frags := []string{"foo", "Bar", " ", "  ", "\t", "\n", "\n\n", "\r\n", " \n ", ".", "!?", "#", "##", "## x", "123456", "7",
+		"é", "日本語", "🙂", "'s", "/", "x.y", "</", ">", "\u00a0", "```go", "}\n", "—", "mneme:", "  \n"}
+	r := rand.New(rand.NewPCG(1, 19))
+	text := func() string {
+		var b strings.Builder
+		for n := r.IntN(24); n > 0; n-- {
+			b.WriteString(frags[r.IntN(len(frags))])
+		}
+		return b.String()
+	}
+	roles := []message.Role{message.User, message.Assistant, message.Tool}
+	exact := 0
+	for _, name := range token.Names() {
+		c, err := token.Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sz := sizer{cache: token.NewCache(), c: c}
+		bt := newBlockTokens(sz)
+		if bt.exact {
+			exact++
+		}
+		whole := blockTokens{sz: sz, whole: true}
+		for i := 0; i < 400; i++ {
+			hits := make([]window.RecallHit, r.IntN(7))
+			es := make([]entryTokens, len(hits))
+			for j := range hits {
+				hits[j] = window.RecallHit{Ref: fmt.Sprintf("m_%d", r.IntN(1e6)), Seq: int64(r.IntN(1e4)), Role: roles[r.IntN(len(roles))],
+					Text: text(), Clipped: r.IntN(4) == 0, Context: r.IntN(3) == 0}
+				es[j] = bt.entry(hits[j])
+				if got, want := sz.CachedText(hits[j].Text), sz.Text(hits[j].Text); got != want {
+					t.Fatalf("%s: CachedText(%q) = %d, Text %d", name, hits[j].Text, got, want)
+				}
+			}
+			n, sum := sz.Message("", window.RecalledMessage(hits)), bt.sum(es)
+			if bt.exact && sum != n || sum < n {
+				t.Fatalf("%s: %q: the pieces count %d, the block %d", name, window.RecalledMessage(hits).TextOf(), sum, n)
+			}
+			for _, room := range []int{n - 1, n, n + 1, sum - 1, sum} {
+				if got, want := bt.fits(hits, es, room), whole.fits(hits, nil, room); got != want {
+					t.Fatalf("%s: fits(room %d) = %v, the block counts %d", name, room, got, n)
+				}
+			}
+		}
+	}
+	if exact != 2 {
+		t.Fatalf("%d counters are taken as exact, want the two BPE encodings", exact)
+	}
+}
+
+// TestNeighbourhoods checks that a hit's events read through
+// neighbourhoods are those of its own Load, for hits near and far apart,
+// at the thread's start and end, and for a seq it was not made for.
+func TestNeighbourhoods(t *testing.T) {
+	ctx := context.Background()
+	st := inmem.New()
+	m, err := Open(ctx, Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var evs []store.Event
+	for i := 0; i < 700; i++ {
+		if i%7 == 3 {
+			evs = append(evs, store.Event{Kind: store.KindNote, Data: []byte(`{"text":"n"}`)})
+			continue
+		}
+		evs = append(evs, store.Event{Kind: store.KindMessage, Message: ptr(message.NewText(message.User, fmt.Sprint("m", i)))})
+	}
+	if _, err := st.Append(ctx, "default", "nb", 0, evs); err != nil {
+		t.Fatal(err)
+	}
+	th := m.Thread("default", "nb")
+	r := rand.New(rand.NewPCG(2, 19))
+	for round := 0; round < 50; round++ {
+		var seqs []int64
+		for n := r.IntN(120); n > 0; n-- {
+			seqs = append(seqs, 1+r.Int64N(700))
+		}
+		seqs = append(seqs, 1, 2, 700)
+		nb := th.newNeighbourhoods(seqs)
+		for _, s := range append(seqs, 1+r.Int64N(700)) {
+			got, err := nb.around(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := st.Load(ctx, "default", "nb", max(1, s-recallNeighbourhood), 2*recallNeighbourhood+1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("seq %d: %d events, Load gives %d", s, len(got), len(want))
+			}
+			for i := range got {
+				if got[i].Seq != want[i].Seq || got[i].Kind != want[i].Kind || got[i].Ref != want[i].Ref {
+					t.Fatalf("seq %d: event %d is %d %s, Load's %d %s", s, i, got[i].Seq, got[i].Kind, want[i].Seq, want[i].Kind)
+				}
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
