@@ -60,7 +60,7 @@ func Names() []string {
 type bpe struct {
 	name  string
 	next  func(s string, i int) int
-	ranks ranks
+	ranks *ranks
 }
 
 func (b *bpe) Name() string { return b.name }
