@@ -37,3 +37,10 @@ func (s *Store) AppendGroup(reqs []GroupRequest) []error {
 	}
 	return errs
 }
+
+// SetGINCleanAt sets the bytes added to the events' GIN pending list that
+// start a cleaning (0: never).
+func (s *Store) SetGINCleanAt(n int64) { s.cleaner.at = n }
+
+// GINCleanAt returns them.
+func (s *Store) GINCleanAt() int64 { return s.cleaner.at }

@@ -16,6 +16,9 @@ type groupArgs struct {
 	buf    []byte
 	ends   []int    // where each argument ends in buf
 	values [][]byte // the arguments, slices of buf
+	// pending estimates the bytes the events add to the GIN index's
+	// pending list (pendingBytes).
+	pending int64
 }
 
 // groupArgsCap bounds the buffers kept for reuse: a group of many large
@@ -26,7 +29,7 @@ var groupArgsPool = sync.Pool{New: func() any { return new(groupArgs) }}
 
 func getGroupArgs() *groupArgs {
 	a := groupArgsPool.Get().(*groupArgs)
-	a.buf, a.ends, a.values = a.buf[:0], a.ends[:0], a.values[:0]
+	a.buf, a.ends, a.values, a.pending = a.buf[:0], a.ends[:0], a.values[:0], 0
 	return a
 }
 
@@ -167,7 +170,9 @@ func (a *groupArgs) encodeGroup(batch []*appendReq) [][]byte {
 	for _, r := range batch {
 		for _, v := range r.cols.terms {
 			at := len(a.buf)
-			a.buf = appendTSVector(be32(a.buf, 0), v)
+			var lexemes, lexemeBytes int
+			a.buf, lexemes, lexemeBytes = appendTSVector(be32(a.buf, 0), v)
+			a.pending += pendingBytes(lexemes, lexemeBytes)
 			be.PutUint32(a.buf[at:], uint32(len(a.buf)-at-4))
 		}
 	}
@@ -212,8 +217,9 @@ func (a *groupArgs) eventNullTexts(batch []*appendReq, rows int, col func(*group
 // that need no escape, in PostgreSQL's order, each with its positions
 // (weightless) or none. The server then takes the tsvector as it is
 // instead of parsing the literal (13% of its CPU of an append, when the
-// column was generated from terms).
-func appendTSVector(b []byte, lit string) []byte {
+// column was generated from terms). It also returns the number of
+// lexemes and their bytes.
+func appendTSVector(b []byte, lit string) (_ []byte, lexemes, lexemeBytes int) {
 	count := len(b)
 	b = be32(b, 0)
 	n := uint32(0)
@@ -228,6 +234,7 @@ func appendTSVector(b []byte, lit string) []byte {
 		}
 		b = append(append(b, lit[i+1:i+1+end]...), 0)
 		n++
+		lexemeBytes += end
 		i += end + 2
 		npos := len(b)
 		b = append(b, 0, 0)
@@ -249,5 +256,5 @@ func appendTSVector(b []byte, lit string) []byte {
 		be.PutUint16(b[npos:], np)
 	}
 	be.PutUint32(b[count:], n)
-	return b
+	return b, int(n), lexemeBytes
 }

@@ -286,7 +286,11 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	won := make([]bool, n)
 	args := getGroupArgs()
 	err := s.execGroup(ctx, batch, args.encodeGroup(batch), won)
+	pending := args.pending
 	args.put()
+	if err == nil {
+		s.cleaner.note(s, pending)
+	}
 	if err != nil && n > 1 {
 		for _, r := range batch {
 			s.commitGroup([]*appendReq{r})

@@ -19,6 +19,10 @@
 // BM25 with the scope's statistics (fulltext.Tally), and verbatim
 // identifier terms are checked in Go, as on SQLite (search.go).
 //
+// The index's pending list (PostgreSQL's fastupdate) is merged by a
+// cleaner beside the appends rather than by the append that fills it
+// (gincleaner.go).
+//
 // A replica keeps the terms of the small threads it searched lately
 // (termcache.go, up to 32 MB), so that a thread's next search reads
 // only what was appended since.
@@ -59,6 +63,7 @@ type Store struct {
 	// (search.go), for the tests that run the conformance suite on each.
 	searchPath searchPath
 	terms      *termCache // small threads' terms (termcache.go)
+	cleaner    ginCleaner // empties the events' GIN pending list (gincleaner.go)
 }
 
 var (
@@ -91,16 +96,27 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	s := &Store{pool: pool, now: time.Now, terms: newTermCache(termCacheBytes)}
+	// The cleaner starts at three quarters of the pending list's limit
+	// (in kB): its estimate is within 15% of the list's pages (see
+	// pendingBytes), so that the appends rarely reach the limit.
+	var limit int64
+	if err := pool.QueryRow(ctx, `SELECT setting::bigint FROM pg_settings WHERE name = 'gin_pending_list_limit'`).Scan(&limit); err == nil {
+		s.cleaner.at = limit * 1024 * 3 / 4
+	}
 	// Two group transactions in flight: while one waits for its WAL flush,
 	// the next runs its statements.
 	s.group.Leaders = 2
 	return s, nil
 }
 
-// Close closes the pool, waiting for connections in use to be returned;
-// calling it again is harmless.
+// Close waits for a cleaning of the GIN index's pending list under way
+// (gincleaner.go), then closes the pool, waiting for connections in use
+// to be returned; calling it again is harmless.
 func (s *Store) Close() error {
-	s.closeOnce.Do(s.pool.Close)
+	s.closeOnce.Do(func() {
+		s.cleaner.close()
+		s.pool.Close()
+	})
 	return nil
 }
 

@@ -506,3 +506,48 @@ func TestTSVectorIsTerms(t *testing.T) {
 		t.Errorf("%d events, %d whose tsv is not their terms", n, differ)
 	}
 }
+
+// TestGINCleaner: once a Store's appends have added what starts a
+// cleaning to the events' GIN pending list, its cleaner merges the list
+// into the index (Close waits for it): nothing is left pending. Without
+// the cleaner, the same appends leave their entries pending.
+func TestGINCleaner(t *testing.T) {
+	pending := func(cleanAt int64) int64 {
+		dsn := freshDSN(t)
+		s, err := postgres.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.GINCleanAt() <= 0 {
+			t.Errorf("the cleaner is off by default (starts at %d bytes)", s.GINCleanAt())
+		}
+		s.SetGINCleanAt(cleanAt)
+		docs := synthetic(40)
+		var reqs []postgres.GroupRequest
+		for i := range 4 {
+			reqs = append(reqs, postgres.GroupRequest{Tenant: "acme", Thread: fmt.Sprint("t", i), Events: docs[i*10 : (i+1)*10]})
+		}
+		for i, err := range s.AppendGroup(reqs) {
+			if err != nil {
+				t.Fatalf("append %d: %v", i, err)
+			}
+		}
+		s.Close()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var pages int64
+		if err := conn.QueryRow(ctx, `SELECT gin_clean_pending_list('events_tsv'::regclass)`).Scan(&pages); err != nil {
+			t.Fatal(err)
+		}
+		return pages
+	}
+	if n := pending(1); n != 0 {
+		t.Errorf("with the cleaner, %d pages were left pending, want 0", n)
+	}
+	if n := pending(0); n == 0 {
+		t.Errorf("without the cleaner, no page was left pending: the test shows nothing")
+	}
+}

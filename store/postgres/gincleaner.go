@@ -1,0 +1,88 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ginCleaner empties the pending list of the events' GIN index (events_tsv)
+// from a connection of its own, beside the appends, before it is full.
+//
+// A GIN index with fastupdate (PostgreSQL's default) takes new entries
+// into a pending list, which is merged into the index proper once it
+// outgrows gin_pending_list_limit; the insert that outgrows it merges it,
+// inside its statement. Here that insert is a group's: every append of
+// the group waited for the merge (a quarter of the server's CPU of an
+// append, in bursts of tens of milliseconds: the appends' p99), while the
+// server's other cores idled. The cleaner merges the list
+// (gin_clean_pending_list) once the appends of this Store have added
+// about three quarters of the limit to it, while the next groups go on
+// (it takes the same CPU as an insert's merge did): an insert
+// that finds a merge under way does not wait for it, it only adds to the
+// list. If the list outgrows the limit anyway (other replicas append
+// too), an insert merges it, as without the cleaner; if the role may not
+// clean the index (it does not own it), the cleaner stops trying.
+type ginCleaner struct {
+	at    int64        // bytes added that start a cleaning
+	added atomic.Int64 // bytes added since the last cleaning started
+
+	mu      sync.Mutex // guards running, closed and wg.Add
+	running bool
+	closed  bool
+	off     atomic.Bool // cleaning is refused: not tried again
+	wg      sync.WaitGroup
+}
+
+// ginPendingEntry is the size, in bytes, of a pending list entry beside
+// its lexeme's bytes: an index tuple's header (8), the lexeme's varlena
+// header (1, padded with the lexeme to 8 bytes) and its line pointer (4).
+const ginPendingEntry = 8 + 1 + 4
+
+// pendingBytes estimates the bytes a group's events add to the pending
+// list: an entry per lexeme (lexemes and their bytes, from
+// appendTSVector). Measured against the list's pages (pgstatginindex,
+// groups of 32 messages): 1.14 times them for messages of 10 to 60
+// words, 0.87 to 0.96 for 200 to 1,000 (a message's entries share a
+// page, whose end then stays empty).
+func pendingBytes(lexemes, lexemeBytes int) int64 {
+	return int64(lexemes*(ginPendingEntry+7) + lexemeBytes)
+}
+
+// note notes n bytes added to the pending list and starts a cleaning
+// when they reach c.at and none is running.
+func (c *ginCleaner) note(s *Store, n int64) {
+	if c.at <= 0 || c.off.Load() || c.added.Add(n) < c.at {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running || c.closed {
+		return
+	}
+	c.running = true
+	c.added.Store(0)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		_, err := s.pool.Exec(context.Background(), `SELECT gin_clean_pending_list('events_tsv'::regclass)`)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" { // insufficient privilege
+			c.off.Store(true)
+		}
+		c.mu.Lock()
+		c.running = false
+		c.mu.Unlock()
+	}()
+}
+
+// close waits for a cleaning under way and starts no other.
+func (c *ginCleaner) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
+}
