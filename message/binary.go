@@ -12,7 +12,7 @@ import (
 // messages. A cold start decodes a window's worth of them, and most of
 // their bytes are text: in JSON each string is scanned for escapes and
 // copied out, about 100 MB/s; here a string is a length and its bytes,
-// read from one string in place (ReadBinary). It round-trips a Message
+// copied out at once (ReadBinary). It round-trips a Message
 // exactly, nil and empty slices and maps apart, which JSON does not
 // promise; it is not a wire or storage format anyone else reads, and
 // its version is that of the snapshot that holds it.
@@ -130,18 +130,19 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, 0)
 }
 
-// ReadBinary decodes the message at the start of s (AppendBinary's form)
-// and returns it with the rest of s. Its strings are substrings of s, not
-// copies: s stays in memory while any of them does.
-func ReadBinary(s string) (Message, string, error) {
-	r := binReader{s: s}
+// ReadBinary decodes the message at the start of b (AppendBinary's form)
+// and returns it with the rest of b. The message shares no memory with b:
+// substrings of one snapshot-sized string would keep all of it alive
+// while any message of the window it restored does.
+func ReadBinary(b []byte) (Message, []byte, error) {
+	r := binReader{s: b}
 	var m Message
 	m.Role = Role(r.str())
 	m.Parts = r.parts(0)
 	m.Name = r.str()
-	if t := r.str(); t != "" {
-		if err := m.Time.UnmarshalBinary([]byte(t)); err != nil {
-			return Message{}, "", ErrBinary
+	if t := r.raw(); len(t) > 0 {
+		if err := m.Time.UnmarshalBinary(t); err != nil {
+			return Message{}, nil, ErrBinary
 		}
 	}
 	if n := r.count(2); n > 0 {
@@ -153,7 +154,7 @@ func ReadBinary(s string) (Message, string, error) {
 	}
 	r.wire(&m.Wire)
 	if r.bad {
-		return Message{}, "", ErrBinary
+		return Message{}, nil, ErrBinary
 	}
 	return m, r.s, nil
 }
@@ -169,7 +170,7 @@ const minPart = 17
 // binReader reads the binary form from s, noting the first fault in bad
 // (every read after it returns zero values).
 type binReader struct {
-	s   string
+	s   []byte
 	bad bool
 }
 
@@ -202,16 +203,19 @@ func (r *binReader) count(size int) uint64 {
 	return n
 }
 
-func (r *binReader) str() string {
+// raw returns the next length-prefixed bytes, in place.
+func (r *binReader) raw() []byte {
 	n := r.uvarint()
 	if n > uint64(len(r.s)) {
 		r.bad = true
-		return ""
+		return nil
 	}
-	v := r.s[:n]
+	v := r.s[:n:n]
 	r.s = r.s[n:]
 	return v
 }
+
+func (r *binReader) str() string { return string(r.raw()) }
 
 func (r *binReader) bytes() []byte {
 	n := r.count(1)
@@ -222,7 +226,7 @@ func (r *binReader) bytes() []byte {
 		r.bad = true
 		return nil
 	}
-	v := []byte(r.s[:n-1])
+	v := append([]byte{}, r.s[:n-1]...)
 	r.s = r.s[n-1:]
 	return v
 }

@@ -121,8 +121,8 @@ func (s *State) Snapshot() *Snapshot {
 // when Out is the message or a 1 and Out, then its Post as a count plus
 // one (0 for nil) and the messages. A window's messages are most of a
 // snapshot's bytes, and read from JSON they were most of a cold start
-// (about 100 MB/s: every string scanned for escapes and copied); read in
-// place they cost a fraction of that. A snapshot of version 3 or older
+// (about 100 MB/s: every string scanned for escapes and copied); copied
+// out by length they cost a fraction of that. A snapshot of version 3 or older
 // is JSON alone, which never starts with snapMark.
 const snapMark = 0
 
@@ -173,10 +173,10 @@ func appendItemMessages(b []byte, si *snapItem) []byte {
 var errSnapshotBinary = errors.New("window: snapshot: malformed messages")
 
 // readItemMessages reads what appendItemMessages wrote for si from rest.
-func readItemMessages(rest string, si *snapItem) (string, error) {
+func readItemMessages(rest []byte, si *snapItem) ([]byte, error) {
 	var err error
 	flag := func() byte {
-		if err != nil || rest == "" {
+		if err != nil || len(rest) == 0 {
 			err = errSnapshotBinary
 			return 0
 		}
@@ -199,11 +199,11 @@ func readItemMessages(rest string, si *snapItem) (string, error) {
 		si.Out = msg()
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	n, k := binary.Uvarint([]byte(rest[:min(len(rest), binary.MaxVarintLen64)]))
+	n, k := binary.Uvarint(rest)
 	if k <= 0 || n > uint64(len(rest)) {
-		return "", errSnapshotBinary
+		return nil, errSnapshotBinary
 	}
 	rest = rest[k:]
 	if n > 0 {
@@ -211,7 +211,7 @@ func readItemMessages(rest string, si *snapItem) (string, error) {
 		for i := range si.Post {
 			si.Post[i], rest, err = message.ReadBinary(rest)
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 		}
 	}
@@ -257,7 +257,7 @@ func Restore(data []byte, sz Sizer) (*State, error) {
 	if k <= 0 || n > uint64(len(data)-1-k) {
 		return nil, errSnapshotBinary
 	}
-	js, rest := data[1+k:1+k+int(n)], string(data[1+k+int(n):]) // one copy; the messages' strings are read from it in place
+	js, rest := data[1+k:1+k+int(n)], data[1+k+int(n):]
 	if err := json.Unmarshal(js, &sn); err != nil {
 		return nil, fmt.Errorf("window: snapshot: %w", err)
 	}
@@ -272,7 +272,7 @@ func Restore(data []byte, sz Sizer) (*State, error) {
 			}
 		}
 	}
-	if rest != "" {
+	if len(rest) != 0 {
 		return nil, errSnapshotBinary
 	}
 	s, err := NewState(sn.Policy, sn.Budget, sz)
