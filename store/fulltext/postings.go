@@ -40,9 +40,9 @@ type Postings interface {
 	Posting(tok string) *Posting
 	// Len returns a document's length in index terms.
 	Len(doc int64) int
-	// Terms returns a document's index terms (IndexTerms), in order: a
-	// phrase is counted on them.
-	Terms(doc int64) []string
+	// Terms returns the index terms (IndexTerms) of each of docs, in
+	// order: a phrase is counted on them.
+	Terms(docs []int64) ([][]string, error)
 }
 
 // AddPostings adds, in increasing order, every document of ix that holds
@@ -50,7 +50,8 @@ type Postings interface {
 // counts AddTerms would find in it, and returns them in the order added.
 // It reads the postings of the query's tokens, the length of each document
 // added, and the terms of the documents holding every token of a phrase.
-func (t *Tally) AddPostings(ix Postings, keep func(doc int64) bool) []int64 {
+// It fails only when ix.Terms does, having added nothing.
+func (t *Tally) AddPostings(ix Postings, keep func(doc int64) bool) ([]int64, error) {
 	terms := len(t.q.Terms)
 	lists := make([]Posting, terms)
 	for j, term := range t.q.Terms {
@@ -60,7 +61,11 @@ func (t *Tally) AddPostings(ix Postings, keep func(doc int64) bool) []int64 {
 			}
 			continue
 		}
-		lists[j] = phrasePosting(ix, term.Tokens, keep)
+		p, err := phrasePosting(ix, term.Tokens, keep)
+		if err != nil {
+			return nil, err
+		}
+		lists[j] = p
 	}
 	// A merge of the lists: each step takes the smallest document at the
 	// head of a list. There are at least as many as the longest list holds.
@@ -80,7 +85,7 @@ func (t *Tally) AddPostings(ix Postings, keep func(doc int64) bool) []int64 {
 			}
 		}
 		if !found {
-			return docs
+			return docs, nil
 		}
 		var tf []int32 // nil: keep refuses doc
 		if keep == nil || keep(doc) {
@@ -105,11 +110,11 @@ func (t *Tally) AddPostings(ix Postings, keep func(doc int64) bool) []int64 {
 // phrasePosting returns the posting of a phrase: the documents holding
 // each of its tokens, those keep accepts, counted by PhraseCount on their
 // terms.
-func phrasePosting(ix Postings, toks []string, keep func(doc int64) bool) Posting {
+func phrasePosting(ix Postings, toks []string, keep func(doc int64) bool) (Posting, error) {
 	lists := make([]*Posting, len(toks))
 	for i, tok := range toks {
 		if lists[i] = ix.Posting(tok); lists[i] == nil {
-			return Posting{}
+			return Posting{}, nil
 		}
 	}
 	// The rarest token's documents, looked up in the others'.
@@ -120,7 +125,7 @@ func phrasePosting(ix Postings, toks []string, keep func(doc int64) bool) Postin
 		}
 	}
 	at := make([]int, len(lists)) // where each list's search resumes
-	var out Posting
+	var all []int64               // the documents holding every token
 next:
 	for _, doc := range lists[rare].Docs {
 		for i, l := range lists {
@@ -137,15 +142,25 @@ next:
 				continue next
 			}
 		}
-		if keep != nil && !keep(doc) {
-			continue
+		if keep == nil || keep(doc) {
+			all = append(all, doc)
 		}
-		if n := PhraseCount(ix.Terms(doc), toks); n > 0 {
+	}
+	if len(all) == 0 {
+		return Posting{}, nil
+	}
+	terms, err := ix.Terms(all)
+	if err != nil {
+		return Posting{}, err
+	}
+	var out Posting
+	for i, doc := range all {
+		if n := PhraseCount(terms[i], toks); n > 0 {
 			out.Docs = append(out.Docs, doc)
 			out.TFs = append(out.TFs, int32(n))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Ranked returns what Rank does, best first, one at a time: a search that

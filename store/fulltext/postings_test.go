@@ -35,7 +35,13 @@ func (ix *testIndex) num(i int) int64             { return ix.first + 2*int64(i)
 func (ix *testIndex) at(doc int64) []string       { return ix.docs[(doc-ix.first)/2] }
 func (ix *testIndex) Posting(tok string) *Posting { return ix.postings[tok] }
 func (ix *testIndex) Len(doc int64) int           { return len(ix.at(doc)) }
-func (ix *testIndex) Terms(doc int64) []string    { return ix.at(doc) }
+func (ix *testIndex) Terms(docs []int64) ([][]string, error) {
+	out := make([][]string, len(docs))
+	for i, doc := range docs {
+		out[i] = ix.at(doc)
+	}
+	return out, nil
+}
 
 // checkPostings: a Tally fed postings (in two scopes, as a tenant's search
 // feeds one thread after another) ranks exactly as one fed the terms of
@@ -73,7 +79,11 @@ func checkPostings(t *testing.T, q ParsedQuery, docs [][]string, keep func(i int
 		if keep != nil {
 			keepDoc = func(doc int64) bool { return keep(s*half + int((doc-ix.first)/2)) }
 		}
-		got = append(got, fast.AddPostings(ix, keepDoc)...)
+		added, err := fast.AddPostings(ix, keepDoc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, added...)
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("%+v over %q: AddPostings added %v, the candidates are %v", q.Terms, docs, got, want)

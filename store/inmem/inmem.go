@@ -262,7 +262,13 @@ func (th *thread) index(seq int64, d *doc) {
 // The thread's index as fulltext.Tally.AddPostings reads it.
 func (th *thread) Posting(tok string) *fulltext.Posting { return th.postings[tok] }
 func (th *thread) Len(seq int64) int                    { return len(th.docs[seq-1].terms) }
-func (th *thread) Terms(seq int64) []string             { return th.docs[seq-1].terms }
+func (th *thread) Terms(seqs []int64) ([][]string, error) {
+	out := make([][]string, len(seqs))
+	for i, seq := range seqs {
+		out[i] = th.docs[seq-1].terms
+	}
+	return out, nil
+}
 
 // Load implements store.Log.
 func (s *Store) Load(ctx context.Context, tenantID, threadID string, from int64, limit int) ([]store.Event, error) {

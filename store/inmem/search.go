@@ -70,7 +70,11 @@ func (s *Store) Search(ctx context.Context, tenantID string, q store.SearchQuery
 		if filtered(q) {
 			keepSeq = func(seq int64) bool { return keep(q, th.events[seq-1]) }
 		}
-		for _, seq := range tally.AddPostings(th, keepSeq) {
+		seqs, err := tally.AddPostings(th, keepSeq) // never fails: the terms are at hand
+		if err != nil {
+			return nil, err
+		}
+		for _, seq := range seqs {
 			cands = append(cands, cand{th, seq})
 		}
 	}

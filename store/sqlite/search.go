@@ -54,7 +54,9 @@ func scopeHash(s string) string {
 // query (it seeks every term in every segment) and about twice as much per
 // candidate as a range of events_terms rows costs per row, and a
 // natural-language query (auto-recall's) finds most of a thread anyway.
-// Past these sizes the index finds the documents that hold a term.
+// What it reads is kept between searches (postingsCache), so that the next
+// search of the thread reads only the messages appended since. Past these
+// sizes the index finds the documents that hold a term.
 const (
 	scanMessages = 2_000
 	scanTokens   = 100_000
@@ -64,9 +66,10 @@ const (
 type searchPath int
 
 const (
-	bySize     searchPath = iota // readThread when the thread is small, else useIndex
-	useIndex                     // FTS5
-	readThread                   // every document of the thread
+	bySize       searchPath = iota // cachedThread when the thread is small, else useIndex
+	useIndex                       // FTS5
+	readThread                     // every document of the thread
+	cachedThread                   // the thread's postings kept between searches (postingsCache), else readThread
 )
 
 // threadPath returns the path a thread's search takes in a thread of n
@@ -76,7 +79,7 @@ func (s *Store) threadPath(n, tokens int64) searchPath {
 		return s.searchPath
 	}
 	if n <= scanMessages && tokens <= scanTokens {
-		return readThread
+		return cachedThread
 	}
 	return useIndex
 }
@@ -86,6 +89,8 @@ func (s *Store) threadPath(n, tokens int64) searchPath {
 type searchStmts struct {
 	mu                                 sync.Mutex
 	thread, queued, read, match, texts *sql.Stmt
+	since, terms                       *sql.Stmt // the cached path's reads
+	cache                              postingsCache
 }
 
 // get returns the statements, preparing them on first use.
@@ -100,7 +105,10 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		to **sql.Stmt
 		q  string
 	}{
-		{&ps.thread, `SELECT messages, tokens FROM threads WHERE tenant = ? AND id = ?`},
+		{&ps.thread, `SELECT messages, tokens, created, last_seq FROM threads WHERE tenant = ? AND id = ?`},
+		{&ps.since, `SELECT e.seq, e.id, COALESCE(e.ref, ''), t.terms FROM events e JOIN events_terms t ON t.id = e.id
+			WHERE e.tenant = ? AND e.thread = ? AND e.seq >= ? ORDER BY e.seq`},
+		{&ps.terms, `SELECT id, terms FROM events_terms WHERE id IN (SELECT value FROM json_each(?))`},
 		{&ps.queued, queuedQuery},
 		{&ps.read, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? ORDER BY e.seq`},
@@ -116,6 +124,7 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		*p.to = stmt
 	}
 	st.thread, st.queued, st.read, st.match, st.texts = ps.thread, ps.queued, ps.read, ps.match, ps.texts
+	st.since, st.terms = ps.since, ps.terms
 	return st, nil
 }
 
@@ -198,12 +207,6 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 	if !q.Until.IsZero() {
 		add("e.at <= ?", backend.Nanos(q.Until))
 	}
-	scope := `"` + tenantToken(tenant) + `"`
-	if q.Thread != "" {
-		scope = `"` + threadToken(tenant, q.Thread) + `"`
-	}
-	match := "scope : " + scope + " AND body : (" + pq.Union(fulltext.FTS5Phrase, " OR ") + ")"
-
 	conn, err := s.r.Conn(ctx) // one read snapshot for the statistics, candidates and texts
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: search: %w", err)
@@ -217,9 +220,9 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 
 	// The scope's document count (every message event is indexed) and, for
 	// a thread, its size.
-	var n, tokens int64
+	var n, tokens, created, lastSeq int64
 	if q.Thread != "" {
-		err = tx.StmtContext(ctx, stmts.thread).QueryRowContext(ctx, tenant, q.Thread).Scan(&n, &tokens)
+		err = tx.StmtContext(ctx, stmts.thread).QueryRowContext(ctx, tenant, q.Thread).Scan(&n, &tokens, &created, &lastSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
@@ -234,13 +237,43 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 	if q.Thread != "" {
 		path = s.threadPath(n, tokens)
 	}
+	var (
+		ids   []int64
+		tally *fulltext.Tally
+	)
+	if path == cachedThread {
+		path = readThread // unless the cache serves the search
+		if !filtered {
+			tally, ids, err = stmts.cache.search(ctx, stmts, tx, tenant, q.Thread, created, lastSeq, n, pq)
+			if err != nil {
+				return nil, fmt.Errorf("sqlite: search: %w", err)
+			}
+		}
+	}
+	if tally == nil {
+		tally, ids, err = s.readCandidates(ctx, stmts, tx, tenant, q, pq, path, filtered, checkQueue, where, args)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s.hits(ctx, stmts, tx, tenant, q, pq, limit, n, tally, ids)
+}
+
+// readCandidates finds the candidates of a search by the index (useIndex)
+// or by reading the thread (readThread), and counts their terms.
+func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, path searchPath, filtered, checkQueue bool, where []string, args []any) (*fulltext.Tally, []int64, error) {
+	scope := `"` + tenantToken(tenant) + `"`
+	if q.Thread != "" {
+		scope = `"` + threadToken(tenant, q.Thread) + `"`
+	}
+	match := "scope : " + scope + " AND body : (" + pq.Union(fulltext.FTS5Phrase, " OR ") + ")"
 	if path == useIndex && checkQueue {
 		var queued bool
 		if err := tx.StmtContext(ctx, stmts.queued).QueryRowContext(ctx).Scan(&queued); err != nil {
-			return nil, fmt.Errorf("sqlite: search: %w", err)
+			return nil, nil, fmt.Errorf("sqlite: search: %w", err)
 		}
 		if queued {
-			return nil, errIndexQueued
+			return nil, nil, errIndexQueued
 		}
 	}
 
@@ -248,7 +281,10 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 	// megabytes, and only those examined below are read. In a thread, id
 	// order is seq order; a tenant's candidates come in (thread, seq) order
 	// (Rank breaks ties by candidate order, the same on every backend).
-	var rows *sql.Rows
+	var (
+		rows *sql.Rows
+		err  error
+	)
 	switch {
 	case path == readThread && !filtered:
 		rows, err = tx.StmtContext(ctx, stmts.read).QueryContext(ctx, args...)
@@ -263,7 +299,7 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 			WHERE events_fts MATCH ? AND `+strings.Join(where, " AND ")+` ORDER BY e.thread, e.seq`, append([]any{match}, args...)...)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: search: %w", err)
+		return nil, nil, fmt.Errorf("sqlite: search: %w", err)
 	}
 	var ids []int64
 	tally := pq.Tally()
@@ -274,7 +310,7 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 		)
 		if err := rows.Scan(&id, &body); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("sqlite: search: %w", err)
+			return nil, nil, fmt.Errorf("sqlite: search: %w", err)
 		}
 		if !tally.AddBody(body) {
 			tally.RemoveLast() // no term: not a candidate (only reading a thread finds these)
@@ -284,8 +320,14 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: search: %w", err)
+		return nil, nil, fmt.Errorf("sqlite: search: %w", err)
 	}
+	return tally, ids, nil
+}
+
+// hits reads the texts of the ranked candidates, a page at a time, and
+// returns the first limit that hold the query's verbatim terms.
+func (s *Store) hits(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, limit int, n int64, tally *fulltext.Tally, ids []int64) ([]store.Hit, error) {
 
 	// Texts are read a page of ranked candidates at a time, in one query
 	// each.
@@ -367,4 +409,305 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 		}
 	}
 	return hits, nil
+}
+
+// The postings cache (cachedThread). A small thread's search would read
+// every document of the thread and count its terms (readThread): the
+// search auto-recall runs at every request, on the same thread, which has
+// grown by a message or two since. The cache keeps, per thread, what the
+// ranking needs of every message (fulltext.Posting lists of each term,
+// each message's length in terms and its event id), read once and then
+// extended by the messages appended since, so that a search reads only
+// those, and ranks from postings (fulltext.Tally.AddPostings: the counts,
+// hence the ranking, are exactly readThread's).
+//
+// An entry is checked against the thread's row and its events in the
+// search's own snapshot, at every search: it serves only the thread
+// created at the same instant (threads.created: a thread deleted and
+// appended to again is another), only a snapshot that holds at least what
+// it holds (an older one reads the thread); the last message it holds must
+// still be there, the same event (seq, id, ref and terms), and its message
+// count must then be the thread's. Any other case rebuilds it from the
+// thread's rows. (What it cannot tell apart: a thread deleted and made
+// again under a stopped clock whose last message has the same seq, id,
+// caller-chosen ref and terms as before, and other earlier ones.)
+// Filtered searches and a tenant's do not use it.
+type postingsCache struct {
+	mu      sync.Mutex
+	threads map[[2]string]*threadPostings
+	terms   int64 // held by every entry
+	clock   int64 // the last use's stamp
+	// max is the most terms the entries hold together (0: maxCachedTerms):
+	// past it, the least recently used go.
+	max int64
+}
+
+// maxCachedTerms bounds the cache: about 12 bytes a term in its postings,
+// and a map entry per distinct term of a thread.
+const maxCachedTerms = 2_000_000
+
+// threadPostings is one thread's entry. Its mutex is held while it is
+// read or extended.
+type threadPostings struct {
+	tenant, thread string
+
+	// Under the cache's mutex.
+	used   int64 // stamp of the last use
+	weight int64 // the terms the cache counts for it
+
+	mu       sync.Mutex
+	created  int64 // the thread's row's created
+	lastSeq  int64 // its last_seq when last extended
+	lastMsg  int64 // the seq of the last message held, 0 for none
+	lastID   int64 // its event id
+	lastRef  string
+	lastHash uint64  // and its terms' hash (FNV-1a)
+	messages int64   // messages held
+	terms    int64   // their terms
+	ids      []int64 // by seq-1: a message's event id, 0 for other events
+	lens     []int32 // by seq-1: a message's length in terms
+	postings map[string]*fulltext.Posting
+
+	// While a search reads it: where a phrase's documents' terms are read.
+	ctx   context.Context
+	tx    *sql.Tx
+	stmts *searchStmts
+}
+
+// Posting, Len and Terms are the entry as fulltext.Tally.AddPostings reads
+// it.
+func (tp *threadPostings) Posting(tok string) *fulltext.Posting { return tp.postings[tok] }
+func (tp *threadPostings) Len(seq int64) int                    { return int(tp.lens[seq-1]) }
+
+// Terms reads the terms of the messages at seqs, in the search's snapshot.
+func (tp *threadPostings) Terms(seqs []int64) ([][]string, error) {
+	want := make([]int64, len(seqs))
+	for i, seq := range seqs {
+		want[i] = tp.ids[seq-1]
+	}
+	list, _ := json.Marshal(want)
+	rows, err := tp.tx.StmtContext(tp.ctx, tp.stmts.terms).QueryContext(tp.ctx, string(list))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	byID := make(map[int64][]string, len(seqs))
+	for rows.Next() {
+		var (
+			id   int64
+			body sql.RawBytes
+		)
+		if err := rows.Scan(&id, &body); err != nil {
+			return nil, err
+		}
+		var terms []string
+		eachBodyTerm(body, func(tok []byte) { terms = append(terms, string(tok)) })
+		byID[id] = terms
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([][]string, len(seqs))
+	for i, id := range want {
+		t, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("event %d has no terms", id)
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// eachBodyTerm calls fn with each term of a stored body, split on spaces
+// as fulltext.Tally.AddBody splits it.
+func eachBodyTerm(body []byte, fn func(tok []byte)) {
+	for i := 0; i < len(body); {
+		if body[i] == ' ' {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(body) && body[j] != ' ' {
+			j++
+		}
+		fn(body[i:j])
+		i = j
+	}
+}
+
+// search ranks the thread's messages for pq from its entry, brought up to
+// the snapshot of tx, whose thread row says created, lastSeq and messages.
+// It returns a nil Tally when the entry cannot serve this snapshot: the
+// caller reads the thread instead.
+func (c *postingsCache) search(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant, thread string, created, lastSeq, messages int64, pq fulltext.ParsedQuery) (*fulltext.Tally, []int64, error) {
+	key := [2]string{tenant, thread}
+	c.mu.Lock()
+	if c.threads == nil {
+		c.threads = map[[2]string]*threadPostings{}
+	}
+	tp := c.threads[key]
+	if tp == nil {
+		tp = &threadPostings{tenant: tenant, thread: thread}
+		c.threads[key] = tp
+	}
+	c.clock++
+	tp.used = c.clock
+	c.mu.Unlock()
+
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	ok, err := tp.update(ctx, stmts, tx, created, lastSeq, messages)
+	c.resize(key, tp, tp.terms)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	tp.ctx, tp.tx, tp.stmts = ctx, tx, stmts
+	defer func() { tp.ctx, tp.tx, tp.stmts = nil, nil, nil }()
+	tally := pq.Tally()
+	seqs, err := tally.AddPostings(tp, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := make([]int64, len(seqs))
+	for i, seq := range seqs {
+		ids[i] = tp.ids[seq-1]
+	}
+	return tally, ids, nil
+}
+
+// resize sets the weight of key's entry tp to terms, and drops the least
+// recently used other entries while the cache holds too much (an entry
+// too large alone goes too).
+func (c *postingsCache) resize(key [2]string, tp *threadPostings, terms int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.threads[key] != tp {
+		return // dropped meanwhile: it no longer counts
+	}
+	c.terms += terms - tp.weight
+	tp.weight = terms
+	limit := c.max
+	if limit == 0 {
+		limit = maxCachedTerms
+	}
+	if terms > limit {
+		delete(c.threads, key)
+		c.terms -= terms
+	}
+	for c.terms > limit {
+		var (
+			oldKey [2]string
+			old    *threadPostings
+		)
+		for k, e := range c.threads {
+			if k != key && (old == nil || e.used < old.used) {
+				oldKey, old = k, e
+			}
+		}
+		if old == nil {
+			return
+		}
+		delete(c.threads, oldKey)
+		c.terms -= old.weight
+	}
+}
+
+// update brings the entry to the snapshot whose thread row says created,
+// lastSeq and messages, and reports whether it holds that snapshot.
+func (tp *threadPostings) update(ctx context.Context, stmts *searchStmts, tx *sql.Tx, created, lastSeq, messages int64) (bool, error) {
+	if tp.postings == nil || tp.created != created {
+		tp.reset(created)
+	} else if tp.lastSeq > lastSeq {
+		return false, nil // an older snapshot than the entry's
+	}
+	// Even when the thread's row says what the entry holds, the last
+	// message is checked (extend): a thread made again under a stopped
+	// clock has the same created, and the same event ids when its events
+	// were the newest rows.
+	ok, err := tp.extend(ctx, stmts, tx, lastSeq, messages)
+	if err != nil || ok {
+		return ok, err
+	}
+	// The last message held is gone or another event, or the count
+	// differs: read the thread whole.
+	tp.reset(created)
+	return tp.extend(ctx, stmts, tx, lastSeq, messages)
+}
+
+func (tp *threadPostings) reset(created int64) {
+	tp.created, tp.lastSeq, tp.lastMsg, tp.lastID, tp.lastRef, tp.lastHash = created, 0, 0, 0, "", 0
+	tp.messages, tp.terms, tp.ids, tp.lens = 0, 0, nil, nil
+	tp.postings = map[string]*fulltext.Posting{}
+}
+
+// extend adds the messages past the last one held, after checking that
+// that one is still there, the same event, and reports whether the entry
+// then holds the thread's messages up to lastSeq. When it does not, the
+// entry must be reset.
+func (tp *threadPostings) extend(ctx context.Context, stmts *searchStmts, tx *sql.Tx, lastSeq, messages int64) (bool, error) {
+	rows, err := tx.StmtContext(ctx, stmts.since).QueryContext(ctx, tp.tenant, tp.thread, max(tp.lastMsg, 1))
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	check := tp.lastMsg > 0 // the first row must be the last message held
+	for rows.Next() {
+		var (
+			seq, id int64
+			ref     string
+			body    sql.RawBytes
+		)
+		if err := rows.Scan(&seq, &id, &ref, &body); err != nil {
+			return false, err
+		}
+		if check {
+			if seq != tp.lastMsg || id != tp.lastID || ref != tp.lastRef || termsHash(body) != tp.lastHash {
+				return false, nil
+			}
+			check = false
+			continue
+		}
+		if seq > lastSeq {
+			return false, nil // not this snapshot's
+		}
+		tp.add(seq, id, ref, body)
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	if check {
+		return false, nil // the last message held is gone
+	}
+	tp.lastSeq = lastSeq
+	return tp.messages == messages, nil
+}
+
+// add adds the message at seq, past every one held.
+func (tp *threadPostings) add(seq, id int64, ref string, body []byte) {
+	for int64(len(tp.ids)) < seq-1 {
+		tp.ids, tp.lens = append(tp.ids, 0), append(tp.lens, 0)
+	}
+	n := 0
+	eachBodyTerm(body, func(tok []byte) {
+		n++
+		p := tp.postings[string(tok)]
+		if p == nil {
+			p = &fulltext.Posting{}
+			tp.postings[string(tok)] = p
+		}
+		p.Add(seq)
+	})
+	tp.ids, tp.lens = append(tp.ids, id), append(tp.lens, int32(n))
+	tp.lastMsg, tp.lastID, tp.lastRef, tp.lastHash = seq, id, ref, termsHash(body)
+	tp.messages++
+	tp.terms += int64(n)
+}
+
+// termsHash is FNV-1a of a message's stored terms.
+func termsHash(body []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range body {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return h
 }

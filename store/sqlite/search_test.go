@@ -24,6 +24,7 @@ var searchPaths = []struct {
 }{
 	{"index", useIndex},
 	{"read-thread", readThread},
+	{"cached", cachedThread},
 }
 
 func openWithPath(t *testing.T, path searchPath) *Store {
