@@ -3,7 +3,8 @@ package postgres
 import (
 	"encoding/binary"
 	"strings"
-	"sync"
+
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // groupArgs are groupSQL's arguments for one group, encoded in
@@ -25,17 +26,29 @@ type groupArgs struct {
 // messages does not pin its buffer.
 const groupArgsCap = 1 << 20
 
-var groupArgsPool = sync.Pool{New: func() any { return new(groupArgs) }}
+// groupArgsFree keeps a few groupArgs for reuse: as many as there are
+// groups in flight at once, across Stores. (A sync.Pool was emptied at
+// every garbage collection, which came every few groups: the buffers
+// regrew by doubling, a tenth of what an append allocated.)
+var groupArgsFree = make(chan *groupArgs, 4)
 
 func getGroupArgs() *groupArgs {
-	a := groupArgsPool.Get().(*groupArgs)
-	a.buf, a.ends, a.values, a.pending = a.buf[:0], a.ends[:0], a.values[:0], 0
-	return a
+	select {
+	case a := <-groupArgsFree:
+		a.buf, a.ends, a.values, a.pending = a.buf[:0], a.ends[:0], a.values[:0], 0
+		return a
+	default:
+		return new(groupArgs)
+	}
 }
 
 func (a *groupArgs) put() {
-	if cap(a.buf) <= groupArgsCap {
-		groupArgsPool.Put(a)
+	if cap(a.buf) > groupArgsCap {
+		return
+	}
+	select {
+	case groupArgsFree <- a:
+	default:
 	}
 }
 
@@ -77,15 +90,6 @@ func (a *groupArgs) int2(v int16) {
 }
 func (a *groupArgs) text(s string) { a.buf = append(be32(a.buf, uint32(len(s))), s...) }
 
-// textOrNull writes s, or NULL when s is nil.
-func (a *groupArgs) textOrNull(s *string) {
-	if s == nil {
-		a.buf = be32(a.buf, 0xffffffff) // length -1
-		return
-	}
-	a.text(*s)
-}
-
 // done ends the last argument and returns them all, in order.
 func (a *groupArgs) done() [][]byte {
 	a.ends = append(a.ends, len(a.buf))
@@ -109,7 +113,7 @@ func be32(b []byte, vs ...uint32) []byte {
 func (a *groupArgs) encodeGroup(batch []*appendReq) [][]byte {
 	n, rows := len(batch), 0
 	for _, r := range batch {
-		rows += len(r.cols.seq)
+		rows += len(r.rows)
 	}
 	a.array(oidText, n, false)
 	for _, r := range batch {
@@ -121,7 +125,7 @@ func (a *groupArgs) encodeGroup(batch []*appendReq) [][]byte {
 	}
 	for _, col := range []func(*appendReq) int64{
 		func(r *appendReq) int64 { return r.after },
-		func(r *appendReq) int64 { return r.n },
+		func(r *appendReq) int64 { return int64(len(r.rows)) },
 		func(r *appendReq) int64 { return r.msgs },
 		func(r *appendReq) int64 { return r.tokens },
 	} {
@@ -141,37 +145,42 @@ func (a *groupArgs) encodeGroup(batch []*appendReq) [][]byte {
 
 	a.array(oidInt4, rows, false)
 	for i, r := range batch {
-		for range r.cols.seq {
+		for range r.rows {
 			a.int4(int32(i))
 		}
 	}
-	a.eventInt8s(batch, rows, func(c *groupCols) []int64 { return c.seq })
-	a.eventTexts(batch, rows, func(c *groupCols) []string { return c.kind })
-	a.eventInt8s(batch, rows, func(c *groupCols) []int64 { return c.at })
-	a.eventNullTexts(batch, rows, func(c *groupCols) []*string { return c.ref })
-	a.eventNullTexts(batch, rows, func(c *groupCols) []*string { return c.role })
-	a.eventNullTexts(batch, rows, func(c *groupCols) []*string { return c.tool })
+	a.eventInt8s(batch, rows, func(w *row) int64 { return w.ev.Seq })
+	a.eventTexts(batch, rows, func(w *row) string { return string(w.ev.Kind) })
+	a.eventInt8s(batch, rows, func(w *row) int64 { return backend.Nanos(w.ev.At) })
+	a.eventNullTexts(batch, rows, func(w *row) (string, bool) { return w.ev.Ref, w.ev.Ref != "" })
+	a.eventNullTexts(batch, rows, func(w *row) (string, bool) {
+		if w.msg == nil {
+			return "", false
+		}
+		return string(w.msg.Role), true
+	})
+	a.eventNullTexts(batch, rows, func(w *row) (string, bool) { return deref(w.tool), w.tool != nil })
 	a.array(oidInt4, rows, false)
 	for _, r := range batch {
-		for _, v := range r.cols.tokens {
-			a.int4(v)
+		for i := range r.rows {
+			a.int4(int32(r.rows[i].ev.Tokens))
 		}
 	}
-	a.eventNullTexts(batch, rows, func(c *groupCols) []*string { return c.msg })
-	a.eventNullTexts(batch, rows, func(c *groupCols) []*string { return c.d })
-	a.eventTexts(batch, rows, func(c *groupCols) []string { return c.terms })
+	a.eventNullTexts(batch, rows, func(w *row) (string, bool) { return deref(w.json), w.json != nil })
+	a.eventNullTexts(batch, rows, func(w *row) (string, bool) { return deref(w.data), w.data != nil })
+	a.eventTexts(batch, rows, func(w *row) string { return w.indexedTerms })
 	a.array(oidInt2, rows, false)
 	for _, r := range batch {
-		for _, v := range r.cols.lossy {
-			a.int2(v)
+		for i := range r.rows {
+			a.int2(r.rows[i].lossy)
 		}
 	}
 	a.array(oidTSVector, rows, false)
 	for _, r := range batch {
-		for _, v := range r.cols.terms {
+		for i := range r.rows {
 			at := len(a.buf)
 			var lexemes, lexemeBytes int
-			a.buf, lexemes, lexemeBytes = appendTSVector(be32(a.buf, 0), v)
+			a.buf, lexemes, lexemeBytes = appendTSVector(be32(a.buf, 0), r.rows[i].indexedTerms)
 			a.pending += pendingBytes(lexemes, lexemeBytes)
 			be.PutUint32(a.buf[at:], uint32(len(a.buf)-at-4))
 		}
@@ -179,35 +188,41 @@ func (a *groupArgs) encodeGroup(batch []*appendReq) [][]byte {
 	return a.done()
 }
 
-func (a *groupArgs) eventInt8s(batch []*appendReq, rows int, col func(*groupCols) []int64) {
+func (a *groupArgs) eventInt8s(batch []*appendReq, rows int, col func(*row) int64) {
 	a.array(oidInt8, rows, false)
 	for _, r := range batch {
-		for _, v := range col(&r.cols) {
-			a.int8(v)
+		for i := range r.rows {
+			a.int8(col(&r.rows[i]))
 		}
 	}
 }
 
-func (a *groupArgs) eventTexts(batch []*appendReq, rows int, col func(*groupCols) []string) {
+func (a *groupArgs) eventTexts(batch []*appendReq, rows int, col func(*row) string) {
 	a.array(oidText, rows, false)
 	for _, r := range batch {
-		for _, v := range col(&r.cols) {
-			a.text(v)
+		for i := range r.rows {
+			a.text(col(&r.rows[i]))
 		}
 	}
 }
 
-func (a *groupArgs) eventNullTexts(batch []*appendReq, rows int, col func(*groupCols) []*string) {
+// eventNullTexts writes a column of texts, NULL where col's ok is false.
+func (a *groupArgs) eventNullTexts(batch []*appendReq, rows int, col func(*row) (string, bool)) {
 	null := false
 	for _, r := range batch {
-		for _, v := range col(&r.cols) {
-			null = null || v == nil
+		for i := range r.rows {
+			_, ok := col(&r.rows[i])
+			null = null || !ok
 		}
 	}
 	a.array(oidText, rows, null)
 	for _, r := range batch {
-		for _, v := range col(&r.cols) {
-			a.textOrNull(v)
+		for i := range r.rows {
+			if v, ok := col(&r.rows[i]); ok {
+				a.text(v)
+			} else {
+				a.buf = be32(a.buf, 0xffffffff) // NULL: length -1
+			}
 		}
 	}
 }

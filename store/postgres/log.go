@@ -33,6 +33,8 @@ type row struct {
 	terms string
 	lossy int16
 	tool  *string
+	// indexedTerms is indexed's value, set by newAppendReq.
+	indexedTerms string
 }
 
 // encode validates an event and encodes it for insertion as seq.
@@ -227,43 +229,25 @@ const groupMoveSQL = `WITH moved AS (
 SELECT req FROM moved`
 
 // appendReq is one Append waiting in a group: its thread's move and its
-// events, column by column, built before it queues.
+// events, built before it queues.
 type appendReq struct {
 	tenant, thread string
 	after          int64
-	n              int64 // events
 	msgs, tokens   int64 // the thread's counters move by these
 	now            int64 // the thread's updated time (Nanos)
-	cols           groupCols
+	rows           []row // its events, with their indexed terms
 
 	backend.GroupMember // its outcome, set by commitGroup
 }
 
-// groupCols are a request's events, column by column, as groupSQL takes
-// them.
-type groupCols struct {
-	seq, at                 []int64
-	kind, terms             []string
-	ref, role, tool, msg, d []*string
-	tokens                  []int32
-	lossy                   []int16
-}
-
-// newAppendReq builds the request for rows, outside the group's commit.
+// newAppendReq builds the request for rows, outside the group's commit:
+// it sets their indexed terms. The request keeps rows (encodeGroup reads
+// them column by column) until its group has committed.
 func newAppendReq(tenant, thread string, after int64, rows []row, now time.Time) *appendReq {
-	n := len(rows)
-	r := &appendReq{tenant: tenant, thread: thread, after: after, n: int64(n), now: backend.Nanos(now), cols: groupCols{
-		seq: make([]int64, n), at: make([]int64, n), kind: make([]string, n), terms: make([]string, n),
-		ref: make([]*string, n), role: make([]*string, n), tool: make([]*string, n), msg: make([]*string, n), d: make([]*string, n),
-		tokens: make([]int32, n), lossy: make([]int16, n),
-	}}
-	c := &r.cols
-	for i, w := range rows {
-		c.seq[i], c.at[i] = w.ev.Seq, backend.Nanos(w.ev.At)
-		c.kind[i], c.terms[i] = string(w.ev.Kind), w.indexed(tenant, thread)
-		c.ref[i], c.role[i], c.tool[i] = w.ref(), w.role(), w.tool
-		c.msg[i], c.d[i] = w.json, w.data
-		c.tokens[i], c.lossy[i] = int32(w.ev.Tokens), w.lossy
+	r := &appendReq{tenant: tenant, thread: thread, after: after, now: backend.Nanos(now), rows: rows}
+	for i := range rows {
+		w := &rows[i]
+		w.indexedTerms = w.indexed(tenant, thread)
 		if w.msg != nil {
 			r.msgs++
 			r.tokens += int64(w.ev.Tokens)
