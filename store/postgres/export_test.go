@@ -44,3 +44,6 @@ func (s *Store) SetGINCleanAt(n int64) { s.cleaner.at = n }
 
 // GINCleanAt returns them.
 func (s *Store) GINCleanAt() int64 { return s.cleaner.at }
+
+// WaitGINClean waits for a cleaning under way.
+func (s *Store) WaitGINClean() { s.cleaner.wait() }

@@ -37,6 +37,18 @@ type ginCleaner struct {
 	closed  bool
 	off     atomic.Bool // cleaning is refused: not tried again
 	wg      sync.WaitGroup
+	// ctx is the cleanings' context, cancel (by close) ends one under
+	// way: a merge cut short leaves the list and index whole (the server
+	// cancels an insert's merge alike), the next merge finishes it.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// newGINCleaner returns a cleaner that starts at bytes added (0: never).
+func newGINCleaner(at int64) *ginCleaner {
+	c := &ginCleaner{at: at}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
 }
 
 // ginPendingEntry is the size, in bytes, of a pending list entry beside
@@ -70,7 +82,7 @@ func (c *ginCleaner) note(s *Store, n int64) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		_, err := s.pool.Exec(context.Background(), `SELECT gin_clean_pending_list('events_tsv'::regclass)`)
+		_, err := s.pool.Exec(c.ctx, `SELECT gin_clean_pending_list('events_tsv'::regclass)`)
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42501" { // insufficient privilege
 			c.off.Store(true)
@@ -81,10 +93,14 @@ func (c *ginCleaner) note(s *Store, n int64) {
 	}()
 }
 
-// close waits for a cleaning under way and starts no other.
+// close ends a cleaning under way and starts no other.
 func (c *ginCleaner) close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.cancel()
 	c.wg.Wait()
 }
+
+// wait waits for a cleaning under way (tests).
+func (c *ginCleaner) wait() { c.wg.Wait() }

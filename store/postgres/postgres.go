@@ -62,8 +62,8 @@ type Store struct {
 	// searchPath, when set, makes every thread's search take that path
 	// (search.go), for the tests that run the conformance suite on each.
 	searchPath searchPath
-	terms      *termCache // small threads' terms (termcache.go)
-	cleaner    ginCleaner // empties the events' GIN pending list (gincleaner.go)
+	terms      *termCache  // small threads' terms (termcache.go)
+	cleaner    *ginCleaner // empties the events' GIN pending list (gincleaner.go)
 }
 
 var (
@@ -102,16 +102,17 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	// not much earlier (the more merges, the more of the index's keys
 	// they visit).
 	var limit int64
-	if err := pool.QueryRow(ctx, `SELECT setting::bigint FROM pg_settings WHERE name = 'gin_pending_list_limit'`).Scan(&limit); err == nil {
-		s.cleaner.at = limit * 1024 * 9 / 10
+	if err := pool.QueryRow(ctx, `SELECT setting::bigint FROM pg_settings WHERE name = 'gin_pending_list_limit'`).Scan(&limit); err != nil {
+		limit = 0 // no cleaner: the inserts merge the list
 	}
+	s.cleaner = newGINCleaner(limit * 1024 * 9 / 10)
 	// Two group transactions in flight: while one waits for its WAL flush,
 	// the next runs its statements.
 	s.group.Leaders = 2
 	return s, nil
 }
 
-// Close waits for a cleaning of the GIN index's pending list under way
+// Close ends a cleaning of the GIN index's pending list under way
 // (gincleaner.go), then closes the pool, waiting for connections in use
 // to be returned; calling it again is harmless.
 func (s *Store) Close() error {

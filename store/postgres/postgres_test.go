@@ -509,8 +509,8 @@ func TestTSVectorIsTerms(t *testing.T) {
 
 // TestGINCleaner: once a Store's appends have added what starts a
 // cleaning to the events' GIN pending list, its cleaner merges the list
-// into the index (Close waits for it): nothing is left pending. Without
-// the cleaner, the same appends leave their entries pending.
+// into the index: nothing is left pending. Without the cleaner, the same
+// appends leave their entries pending.
 func TestGINCleaner(t *testing.T) {
 	pending := func(cleanAt int64) int64 {
 		dsn := freshDSN(t)
@@ -532,6 +532,7 @@ func TestGINCleaner(t *testing.T) {
 				t.Fatalf("append %d: %v", i, err)
 			}
 		}
+		s.WaitGINClean()
 		s.Close()
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
@@ -549,5 +550,37 @@ func TestGINCleaner(t *testing.T) {
 	}
 	if n := pending(0); n == 0 {
 		t.Errorf("without the cleaner, no page was left pending: the test shows nothing")
+	}
+}
+
+// TestGINCleanerCancelled: a Store closed while its cleaner merges the
+// pending list cancels the merge (or finds it done); either way the index
+// then finds every message: those merged and those still pending.
+func TestGINCleanerCancelled(t *testing.T) {
+	dsn := freshDSN(t)
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetGINCleanAt(1)
+	docs := synthetic(200)
+	var reqs []postgres.GroupRequest
+	for i := range 20 {
+		reqs = append(reqs, postgres.GroupRequest{Tenant: "acme", Thread: fmt.Sprint("t", i), Events: docs[i*10 : (i+1)*10]})
+	}
+	for i, err := range s.AppendGroup(reqs) {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	s.Close()
+	s, err = postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: "invoice", Limit: 100})
+	if err != nil || len(hits) != 20 {
+		t.Errorf("invoice: %d hits, %v; want the 20 messages that name one", len(hits), err)
 	}
 }
