@@ -3,7 +3,6 @@ package mneme_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,35 +85,18 @@ func BenchmarkWindowAfterAppend(b *testing.B) {
 	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio")
 }
 
-// fillAgent writes n messages of a synthetic agent transcript straight to
-// the store (tool calls with 1–4 KB results, a user turn every 20 steps),
-// with their token counts as the engine's Append records them.
+// fillAgent writes n messages of storetest.AgentThread straight to the
+// store, with their token counts as the engine's Append records them.
 func fillAgent(b *testing.B, st store.Store, thread string, n int) {
 	ctx := context.Background()
 	c, err := token.Get(token.O200kBase)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(19, uint64(n)))
-	var evs []store.Event
-	add := func(m message.Message) {
-		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m, At: time.Now(), Tokens: token.MessageTokens(c, m)})
+	evs := storetest.AgentThread(n)
+	for i := range evs {
+		evs[i].At, evs[i].Tokens = time.Now(), token.MessageTokens(c, *evs[i].Message)
 	}
-	add(message.NewText(message.System, "You are an agent."))
-	add(message.NewText(message.User, "Goal: fix INV-4401."))
-	for i := 0; len(evs) < n; i++ {
-		if i%20 == 19 {
-			add(message.NewText(message.User, fmt.Sprintf("Now look at INV-%d too.", 4000+i)))
-		}
-		id := fmt.Sprintf("c%d", i)
-		add(message.NewToolCalls(fmt.Sprintf("step %d", i), message.Part{ToolCallID: id, ToolName: "read_file", Arguments: fmt.Sprintf(`{"path":"src/f%d.go"}`, i)}))
-		var body strings.Builder
-		for size := 1024 + rng.IntN(3072); body.Len() < size; {
-			fmt.Fprintf(&body, "src/f%d.go:%d: func F%d(ctx context.Context) error { return nil }\n", i, body.Len(), rng.IntN(1000))
-		}
-		add(message.NewToolResult(id, body.String()))
-	}
-	evs = evs[:n]
 	for i := 0; i < len(evs); i += 1000 {
 		if _, err := st.Append(ctx, "default", thread, int64(i), evs[i:min(i+1000, len(evs))]); err != nil {
 			b.Fatal(err)

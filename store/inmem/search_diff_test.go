@@ -16,33 +16,15 @@ import (
 	"github.com/mnemehq/mneme/store/storetest"
 )
 
-// fillAgent appends n messages of an agent's work to thread: tool calls
-// reading files and their 1-4 KB results, every line naming a file and a
-// function (the shape of the root package's BenchmarkAutoRecall thread).
+// fillAgent appends the n messages of storetest.AgentThread to thread,
+// a minute apart.
 func fillAgent(t testing.TB, st store.Store, tenant, thread string, n int) {
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(19, uint64(n)))
 	at := time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC)
-	var evs []store.Event
-	add := func(m message.Message) {
-		at = at.Add(time.Minute)
-		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m, At: at})
+	evs := storetest.AgentThread(n)
+	for i := range evs {
+		evs[i].At = at.Add(time.Duration(i+1) * time.Minute)
 	}
-	add(message.NewText(message.System, "You are an agent."))
-	add(message.NewText(message.User, "Goal: fix INV-4401."))
-	for i := 0; len(evs) < n; i++ {
-		if i%20 == 19 {
-			add(message.NewText(message.User, fmt.Sprintf("Now look at INV-%d too.", 4000+i)))
-		}
-		id := fmt.Sprintf("c%d", i)
-		add(message.NewToolCalls(fmt.Sprintf("step %d", i), message.Part{ToolCallID: id, ToolName: "read_file", Arguments: fmt.Sprintf(`{"path":"src/f%d.go"}`, i)}))
-		var body strings.Builder
-		for size := 1024 + rng.IntN(3072); body.Len() < size; {
-			fmt.Fprintf(&body, "src/f%d.go:%d: func F%d(ctx context.Context) error { return nil }\n", i, body.Len(), rng.IntN(1000))
-		}
-		add(message.NewToolResult(id, body.String()))
-	}
-	evs = evs[:n]
 	for i := 0; i < len(evs); i += 500 {
 		if _, err := st.Append(ctx, tenant, thread, int64(i), evs[i:min(i+500, len(evs))]); err != nil {
 			t.Fatal(err)

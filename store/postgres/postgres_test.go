@@ -522,16 +522,7 @@ func TestGINCleaner(t *testing.T) {
 			t.Errorf("the cleaner is off by default (starts at %d bytes)", s.GINCleanAt())
 		}
 		s.SetGINCleanAt(cleanAt)
-		docs := synthetic(40)
-		var reqs []postgres.GroupRequest
-		for i := range 4 {
-			reqs = append(reqs, postgres.GroupRequest{Tenant: "acme", Thread: fmt.Sprint("t", i), Events: docs[i*10 : (i+1)*10]})
-		}
-		for i, err := range s.AppendGroup(reqs) {
-			if err != nil {
-				t.Fatalf("append %d: %v", i, err)
-			}
-		}
+		appendThreads(t, s, 4)
 		s.WaitGINClean()
 		s.Close()
 		conn, err := pgx.Connect(ctx, dsn)
@@ -563,16 +554,7 @@ func TestGINCleanerCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SetGINCleanAt(1)
-	docs := synthetic(200)
-	var reqs []postgres.GroupRequest
-	for i := range 20 {
-		reqs = append(reqs, postgres.GroupRequest{Tenant: "acme", Thread: fmt.Sprint("t", i), Events: docs[i*10 : (i+1)*10]})
-	}
-	for i, err := range s.AppendGroup(reqs) {
-		if err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
-	}
+	appendThreads(t, s, 20)
 	s.Close()
 	s, err = postgres.Open(ctx, dsn)
 	if err != nil {
@@ -582,5 +564,21 @@ func TestGINCleanerCancelled(t *testing.T) {
 	hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: "invoice", Limit: 100})
 	if err != nil || len(hits) != 20 {
 		t.Errorf("invoice: %d hits, %v; want the 20 messages that name one", len(hits), err)
+	}
+}
+
+// appendThreads appends, in one group, ten synthetic messages to each of n
+// new threads t0, t1, ... of tenant acme.
+func appendThreads(t *testing.T, s *postgres.Store, n int) {
+	t.Helper()
+	docs := synthetic(10 * n)
+	var reqs []postgres.GroupRequest
+	for i := range n {
+		reqs = append(reqs, postgres.GroupRequest{Tenant: "acme", Thread: fmt.Sprint("t", i), Events: docs[i*10 : (i+1)*10]})
+	}
+	for i, err := range s.AppendGroup(reqs) {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
 	}
 }
