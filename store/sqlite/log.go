@@ -605,7 +605,11 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		for _, q := range []string{
 			`DELETE FROM snapshots WHERE tenant = ? AND thread = ?`,
-			`DELETE FROM events_fts WHERE rowid IN (SELECT id FROM events WHERE tenant = ? AND thread = ?)`,
+			// Only what the index holds: it reads a row's terms from
+			// events_terms to remove them, and a queued row's were never
+			// added.
+			`DELETE FROM events_fts WHERE rowid IN (SELECT id FROM events WHERE tenant = ? AND thread = ?
+				AND id <= (SELECT upto FROM events_fts_mark))`,
 			`DELETE FROM events WHERE tenant = ? AND thread = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, tenant, thread); err != nil {

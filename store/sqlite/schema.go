@@ -53,6 +53,18 @@ import (
 // them at once (DeleteThread leaves nothing behind). fillIndex, in the
 // same transaction, indexes what events_terms holds but the queue.
 //
+// Migration 9 makes the archive index an external-content FTS5 table:
+// it reads a row's terms from events_terms (through the view
+// events_fts_src, which adds the scope) instead of keeping a third copy of
+// every message's text beside the message and its terms; 10,000 agent
+// messages took 40 MB instead of 57. Deleting a row from the index reads
+// its terms from the view, so DeleteThread removes a thread's rows from
+// the index before their terms, and only the rows up to the mark (a queued
+// row was never added); secure-delete still overwrites them. columnsize=0
+// drops the per-row column sizes, which only FTS5's own ranking (bm25)
+// reads: searches count terms themselves (search.go). The migration
+// indexes again every row up to the mark.
+//
 // Migration 8 lists threads by active, updated truncated to the minute
 // (activeBucket), instead of by updated: an append moved every thread's
 // entry in threads_by_updated, a b-tree page more in every commit's WAL
@@ -185,6 +197,16 @@ UPDATE threads SET active = updated - updated % 60000000000;
 DROP INDEX threads_by_updated;
 CREATE INDEX threads_by_active ON threads (tenant, active DESC);
 `,
+	9: `
+DROP TABLE events_fts;
+CREATE VIEW events_fts_src (id, scope, body) AS
+	SELECT t.id, mneme_scope(e.tenant, e.thread), t.terms FROM events_terms t JOIN events e ON e.id = t.id;
+CREATE VIRTUAL TABLE events_fts USING fts5 (scope, body, content = 'events_fts_src', content_rowid = 'id',
+	columnsize = 0, tokenize = 'unicode61 remove_diacritics 0');
+INSERT INTO events_fts (events_fts, rank) VALUES ('secure-delete', 1);
+INSERT INTO events_fts (rowid, scope, body)
+	SELECT id, scope, body FROM events_fts_src WHERE id <= (SELECT upto FROM events_fts_mark) ORDER BY id;
+`,
 }
 
 // goMigrations are the steps of a migration done in Go, after its SQL, in
@@ -196,7 +218,7 @@ var goMigrations = map[int]func(context.Context, *sql.Tx) error{
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
