@@ -626,6 +626,11 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 		if err := lowerMark(ctx, tx); err != nil {
 			return fmt.Errorf("sqlite: delete thread: %w", err)
 		}
+		// A thread made again under this name is another to a search's
+		// cache (schema.go, migration 10).
+		if _, err := tx.ExecContext(ctx, `UPDATE events_fts_mark SET deletes = deletes + 1`); err != nil {
+			return fmt.Errorf("sqlite: delete thread: %w", err)
+		}
 		return nil
 	})
 	if err != nil {

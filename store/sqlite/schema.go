@@ -65,6 +65,13 @@ import (
 // reads: searches count terms themselves (search.go). The migration
 // indexes again every row up to the mark.
 //
+// Migration 10 counts deleted threads (events_fts_mark.deletes, in the
+// row DeleteThread already writes): a search's cache of a thread's terms
+// (search.go, postingsCache) keeps the count it was read under, and
+// another count means the thread may have been deleted and made again,
+// which its rows alone cannot always tell (under a stopped clock, with its
+// last message's seq, reused id, caller-chosen ref and terms all equal).
+//
 // Migration 8 lists threads by active, updated truncated to the minute
 // (activeBucket), instead of by updated: an append moved every thread's
 // entry in threads_by_updated, a b-tree page more in every commit's WAL
@@ -207,6 +214,9 @@ INSERT INTO events_fts (events_fts, rank) VALUES ('secure-delete', 1);
 INSERT INTO events_fts (rowid, scope, body)
 	SELECT id, scope, body FROM events_fts_src WHERE id <= (SELECT upto FROM events_fts_mark) ORDER BY id;
 `,
+	10: `
+ALTER TABLE events_fts_mark ADD COLUMN deletes INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // goMigrations are the steps of a migration done in Go, after its SQL, in
@@ -218,7 +228,7 @@ var goMigrations = map[int]func(context.Context, *sql.Tx) error{
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (

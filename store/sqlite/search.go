@@ -105,7 +105,8 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		to **sql.Stmt
 		q  string
 	}{
-		{&ps.thread, `SELECT messages, tokens, created, last_seq FROM threads WHERE tenant = ? AND id = ?`},
+		{&ps.thread, `SELECT messages, tokens, created, (SELECT deletes FROM events_fts_mark), last_seq
+			FROM threads WHERE tenant = ? AND id = ?`},
 		{&ps.since, `SELECT e.seq, e.id, COALESCE(e.ref, ''), t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? AND e.seq >= ? ORDER BY e.seq`},
 		{&ps.terms, `SELECT id, terms FROM events_terms WHERE id IN (SELECT value FROM json_each(?))`},
@@ -220,9 +221,12 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 
 	// The scope's document count (every message event is indexed) and, for
 	// a thread, its size.
-	var n, tokens, created, lastSeq int64
+	var (
+		n, tokens, lastSeq int64
+		born               birth
+	)
 	if q.Thread != "" {
-		err = tx.StmtContext(ctx, stmts.thread).QueryRowContext(ctx, tenant, q.Thread).Scan(&n, &tokens, &created, &lastSeq)
+		err = tx.StmtContext(ctx, stmts.thread).QueryRowContext(ctx, tenant, q.Thread).Scan(&n, &tokens, &born.created, &born.deletes, &lastSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
@@ -244,7 +248,7 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 	if path == cachedThread {
 		path = readThread // unless the cache serves the search
 		if !filtered {
-			tally, ids, err = stmts.cache.search(ctx, stmts, tx, tenant, q.Thread, created, lastSeq, n, pq)
+			tally, ids, err = stmts.cache.search(ctx, stmts, tx, tenant, q.Thread, born, lastSeq, n, pq)
 			if err != nil {
 				return nil, fmt.Errorf("sqlite: search: %w", err)
 			}
@@ -422,16 +426,15 @@ func (s *Store) hits(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant
 // hence the ranking, are exactly readThread's).
 //
 // An entry is checked against the thread's row and its events in the
-// search's own snapshot, at every search: it serves only the thread
-// created at the same instant (threads.created: a thread deleted and
-// appended to again is another), only a snapshot that holds at least what
-// it holds (an older one reads the thread); the last message it holds must
-// still be there, the same event (seq, id, ref and terms), and its message
-// count must then be the thread's. Any other case rebuilds it from the
-// thread's rows. (What it cannot tell apart: a thread deleted and made
-// again under a stopped clock whose last message has the same seq, id,
-// caller-chosen ref and terms as before, and other earlier ones.)
-// Filtered searches and a tenant's do not use it.
+// search's own snapshot, at every search: it serves only the same life of
+// the thread (birth: its created, and the file's count of deleted threads,
+// so that a thread deleted and appended to again is another, even under a
+// stopped clock), only a snapshot that holds at least what it holds (an
+// older one reads the thread); the last message it holds must still be
+// there, the same event (seq, id, ref and terms), and its message count
+// must then be the thread's. Any other case rebuilds it from the thread's
+// rows. A delete of any thread rebuilds every entry once. Filtered
+// searches and a tenant's do not use it.
 type postingsCache struct {
 	mu      sync.Mutex
 	threads map[[2]string]*threadPostings
@@ -446,6 +449,12 @@ type postingsCache struct {
 // and a map entry per distinct term of a thread.
 const maxCachedTerms = 2_000_000
 
+// birth tells one life of a thread from another: its row's created, and
+// how many threads the file had seen deleted (events_fts_mark.deletes,
+// schema 10) when it was read. A thread deleted and made again differs in
+// the count even when the clock stood still.
+type birth struct{ created, deletes int64 }
+
 // threadPostings is one thread's entry. Its mutex is held while it is
 // read or extended.
 type threadPostings struct {
@@ -456,7 +465,7 @@ type threadPostings struct {
 	weight int64 // the terms the cache counts for it
 
 	mu       sync.Mutex
-	created  int64 // the thread's row's created
+	born     birth
 	lastSeq  int64 // its last_seq when last extended
 	lastMsg  int64 // the seq of the last message held, 0 for none
 	lastID   int64 // its event id
@@ -536,10 +545,11 @@ func eachBodyTerm(body []byte, fn func(tok []byte)) {
 }
 
 // search ranks the thread's messages for pq from its entry, brought up to
-// the snapshot of tx, whose thread row says created, lastSeq and messages.
+// the snapshot of tx, in which the thread was born so, and its row says
+// lastSeq and messages.
 // It returns a nil Tally when the entry cannot serve this snapshot: the
 // caller reads the thread instead.
-func (c *postingsCache) search(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant, thread string, created, lastSeq, messages int64, pq fulltext.ParsedQuery) (*fulltext.Tally, []int64, error) {
+func (c *postingsCache) search(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant, thread string, born birth, lastSeq, messages int64, pq fulltext.ParsedQuery) (*fulltext.Tally, []int64, error) {
 	key := [2]string{tenant, thread}
 	c.mu.Lock()
 	if c.threads == nil {
@@ -556,7 +566,7 @@ func (c *postingsCache) search(ctx context.Context, stmts *searchStmts, tx *sql.
 
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	ok, err := tp.update(ctx, stmts, tx, created, lastSeq, messages)
+	ok, err := tp.update(ctx, stmts, tx, born, lastSeq, messages)
 	c.resize(key, tp, tp.terms)
 	if err != nil || !ok {
 		return nil, nil, err
@@ -612,30 +622,30 @@ func (c *postingsCache) resize(key [2]string, tp *threadPostings, terms int64) {
 	}
 }
 
-// update brings the entry to the snapshot whose thread row says created,
-// lastSeq and messages, and reports whether it holds that snapshot.
-func (tp *threadPostings) update(ctx context.Context, stmts *searchStmts, tx *sql.Tx, created, lastSeq, messages int64) (bool, error) {
-	if tp.postings == nil || tp.created != created {
-		tp.reset(created)
+// update brings the entry to the snapshot in which the thread was born so
+// and whose thread row says lastSeq and messages, and reports whether it
+// holds that snapshot.
+func (tp *threadPostings) update(ctx context.Context, stmts *searchStmts, tx *sql.Tx, born birth, lastSeq, messages int64) (bool, error) {
+	if tp.postings == nil || tp.born != born {
+		tp.reset(born)
 	} else if tp.lastSeq > lastSeq {
 		return false, nil // an older snapshot than the entry's
 	}
 	// Even when the thread's row says what the entry holds, the last
-	// message is checked (extend): a thread made again under a stopped
-	// clock has the same created, and the same event ids when its events
-	// were the newest rows.
+	// message is checked (extend): a file put back from a copy can hold
+	// another thread under the same name, birth and counts.
 	ok, err := tp.extend(ctx, stmts, tx, lastSeq, messages)
 	if err != nil || ok {
 		return ok, err
 	}
 	// The last message held is gone or another event, or the count
 	// differs: read the thread whole.
-	tp.reset(created)
+	tp.reset(born)
 	return tp.extend(ctx, stmts, tx, lastSeq, messages)
 }
 
-func (tp *threadPostings) reset(created int64) {
-	tp.created, tp.lastSeq, tp.lastMsg, tp.lastID, tp.lastRef, tp.lastHash = created, 0, 0, 0, "", 0
+func (tp *threadPostings) reset(born birth) {
+	tp.born, tp.lastSeq, tp.lastMsg, tp.lastID, tp.lastRef, tp.lastHash = born, 0, 0, 0, "", 0
 	tp.messages, tp.terms, tp.ids, tp.lens = 0, 0, nil, nil
 	tp.postings = map[string]*fulltext.Posting{}
 }

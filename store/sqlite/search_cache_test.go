@@ -44,7 +44,8 @@ func cacheCheck(t *testing.T, s *Store, tenant string, q store.SearchQuery) int 
 // time, with notes between messages, searched with their questions after
 // each batch), after a thread is deleted and made again with the same
 // shape under a stopped clock (the same created, the same reused event
-// ids, other content), and when the cache is too small for every thread.
+// ids, other content; even the same last message), and when the cache is
+// too small for every thread.
 func TestSearchCache(t *testing.T) {
 	ctx := context.Background()
 	convs, err := eval.LoadLoCoMo(storetest.LoCoMoDir)
@@ -123,6 +124,30 @@ func TestSearchCache(t *testing.T) {
 			t.Fatalf("round %d: %d hits, %v, first %v", round, len(hits), err, hits)
 		}
 		if err := r.DeleteThread(ctx, "z", "again"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Made again with the same last message, its ref chosen by the
+	// caller: only the earlier messages differ. The seq, id, ref and terms
+	// of the last message and the count are all the entry's.
+	for round, word := range []string{"giraffe", "pelican"} {
+		var evs []store.Event
+		for i := range 29 {
+			m := message.NewText(message.User, fmt.Sprintf("the %s number %d", word, i))
+			evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m})
+		}
+		last := message.NewText(message.User, "that is all")
+		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &last, Ref: "the-end"})
+		if _, err := r.Append(ctx, "z", "same", 0, evs); err != nil {
+			t.Fatal(err)
+		}
+		hits, err := r.Search(ctx, "z", store.SearchQuery{Text: word, Thread: "same", Limit: 50})
+		if err != nil || len(hits) != 29 {
+			t.Fatalf("same last message, round %d: %d hits for %q, %v; want 29", round, len(hits), word, err)
+		}
+		cacheCheck(t, r, "z", store.SearchQuery{Text: "giraffe pelican", Thread: "same", Limit: 50})
+		if err := r.DeleteThread(ctx, "z", "same"); err != nil {
 			t.Fatal(err)
 		}
 	}
