@@ -82,15 +82,7 @@ func (e *BudgetError) Error() string {
 }
 
 func (s *State) needsRecall() bool {
-	if len(s.blocks) > 0 {
-		return true
-	}
-	for _, it := range s.tail {
-		if it.Form == Evicted || it.Form == Masked {
-			return true
-		}
-	}
-	return false
+	return len(s.blocks) > 0 || len(s.RefsByForm(Evicted)) > 0 || len(s.RefsByForm(Masked)) > 0
 }
 
 // fixed is what the window costs outside the memory block and the tail.
@@ -439,10 +431,12 @@ func (s *State) Build(r Request) (*Window, error) {
 	// synthetic one at the end. Results without a call never enter the tail
 	// (Dropped on arrival), earlier dangling calls were answered when their
 	// step closed, and cuts fall on boundaries: nothing else can be orphaned.
+	// The window shares out's array, the repair included (no copy of the
+	// window per call; see lent).
 	if len(s.pending) > 0 {
-		for _, id := range s.pendingInOrder() {
-			m := message.NewToolResult(id, UnavailableResult)
-			msgs = append(msgs, m)
+		ids := s.pendingInOrder()
+		msgs = s.repaired(ids)
+		for _, m := range msgs[len(s.out):] {
 			u.Tail += s.sizer.Message("", m)
 			u.Repaired++
 		}
@@ -484,15 +478,36 @@ func (s *State) FormsOf() map[int64]Form {
 	return out
 }
 
-// RefsByForm returns the refs of tail items in form f (Evicted or Masked).
+// RefsByForm returns the refs of tail items in form f (Evicted or Masked),
+// in tail order. The lists are kept between masks and cuts: a call costs
+// O(1), not O(window). The caller must not change the slice's elements.
 func (s *State) RefsByForm(f Form) []string {
+	if !s.refsOK {
+		s.evictedRefs, s.maskedRefs = nil, nil
+		for _, it := range s.tail {
+			switch it.Form {
+			case Evicted:
+				s.evictedRefs = append(s.evictedRefs, it.Ref)
+			case Masked:
+				s.maskedRefs = append(s.maskedRefs, it.Ref)
+			}
+		}
+		s.refsOK = true
+	}
 	var out []string
-	for _, it := range s.tail {
-		if it.Form == f {
-			out = append(out, it.Ref)
+	switch f {
+	case Evicted:
+		out = s.evictedRefs
+	case Masked:
+		out = s.maskedRefs
+	default:
+		for _, it := range s.tail {
+			if it.Form == f {
+				out = append(out, it.Ref)
+			}
 		}
 	}
-	return out
+	return out[:len(out):len(out)]
 }
 
 // Tail returns the live tail's items (read-only).

@@ -286,7 +286,8 @@ func (s *State) applyRecalled(d RecallData) {
 	// The common case: the block for the message just appended goes in
 	// before it, at the end of the window; the rest stays byte for byte.
 	if n := len(s.out); n > 0 && len(s.tail) > 0 && s.tail[len(s.tail)-1].Seq == d.For && s.tail[len(s.tail)-1].Form != Dropped && len(s.tail[len(s.tail)-1].Post) == 0 {
-		s.out = append(s.out[:n-1:n-1], m, s.out[n-1])
+		s.out = append(s.out[:n-1:n-1], m, s.out[n-1]) // a new array
+		s.lent = nil
 		return
 	}
 	s.rebuildOut()

@@ -140,8 +140,20 @@ type State struct {
 	turnSeq                  int64      // the last message that opens a turn
 
 	// out caches the rendered messages of head, memory and tail (without
-	// the repair suffix); only ever appended to between compactions.
+	// the repair suffix); only ever appended to between compactions, and
+	// only through push: windows share its array.
 	out []message.Message
+	// lent names the calls whose synthetic results Build wrote in out's
+	// array just past len(out), in order: a window shows them, so those
+	// slots are never written again. When the log closes those calls with
+	// the same synthetic results (the step ended unanswered), out takes
+	// the slots as they are; anything else goes to a new array.
+	lent []string
+
+	// evictedRefs and maskedRefs cache RefsByForm while refsOK; a message
+	// appended to the tail adds to them, a mask or a cut resets them.
+	evictedRefs, maskedRefs []string
+	refsOK                  bool
 
 	// calls maps the id of every call made by an item of the head or the
 	// tail to its tool name: what a result can still pair with. A call
@@ -274,7 +286,7 @@ func (s *State) applyMessage(ev store.Event) {
 		s.noteCalls(m)
 		s.head = append(s.head, it)
 		s.headTok += it.Tokens
-		s.out = append(s.out, it.Out)
+		s.push(it.Out, "")
 		if m.StartsTurn() {
 			s.headDone = true
 		}
@@ -318,8 +330,53 @@ func (s *State) applyMessage(ev store.Event) {
 	s.bySeq[it.Seq] = it
 	if it.Form != Dropped {
 		s.tailTok += it.Tokens
-		s.out = append(s.out, it.Out)
+		s.push(it.Out, "")
 	}
+	if s.refsOK && it.Form == Evicted {
+		s.evictedRefs = append(s.evictedRefs, it.Ref)
+	}
+}
+
+// push appends m to out. synth names the call m is the synthetic result
+// of ("" for any other message): when Build lent the next slot to a window
+// with that very message, out takes it as it is. Any other message would
+// change what a window shows: out moves to a new array first.
+func (s *State) push(m message.Message, synth string) {
+	if len(s.lent) > 0 {
+		if synth != "" && s.lent[0] == synth {
+			s.out = s.out[:len(s.out)+1]
+			s.lent = s.lent[1:]
+			return
+		}
+		s.unlend(1)
+	}
+	s.out = append(s.out, m)
+}
+
+// unlend moves out to a new array with room for at least n more messages
+// (grown as append grows, so that appends stay amortised O(1)); the old
+// one stays, unchanged, with the windows that share it.
+func (s *State) unlend(n int) {
+	s.out = slices.Grow(s.out[:len(s.out):len(s.out)], n)
+	s.lent = nil
+}
+
+// repaired returns out followed by the synthetic results of calls ids, as
+// a slice whose array holds them just past out (see lent): O(len(ids))
+// whenever those slots are free or already hold them.
+func (s *State) repaired(ids []string) []message.Message {
+	n, k := len(s.out), len(ids)
+	if len(s.lent) < k || !slices.Equal(s.lent[:k], ids) {
+		if len(s.lent) > 0 || cap(s.out)-n < k {
+			s.unlend(k)
+		}
+		ext := s.out[n : n+k]
+		for i, id := range ids {
+			ext[i] = message.NewToolResult(id, UnavailableResult)
+		}
+		s.lent = slices.Clone(ids)
+	}
+	return s.out[: n+k : n+k]
 }
 
 // closeDangling answers every pending call with a synthetic result, attached
@@ -343,7 +400,7 @@ func (s *State) closeDangling() {
 		last.Post = append(last.Post, m)
 		last.PostTokens += n
 		s.tailTok += n
-		s.out = append(s.out, m)
+		s.push(m, id)
 	}
 }
 
@@ -475,6 +532,7 @@ func (s *State) applyMask(seqs []int64) {
 		changed = true
 	}
 	if changed {
+		s.refsOK = false
 		s.rebuildOut()
 	}
 }
@@ -497,6 +555,7 @@ func (s *State) applyCompacted(seq int64, d CompactedData) {
 		keep = append(keep, it)
 	}
 	s.tail = keep
+	s.refsOK = false
 	s.indexCalls()
 	s.dropStaleRecalls()
 	s.blocks = append(s.blocks, Block{EventSeq: seq, Kind: d.Strategy, From: d.From, To: d.To, Text: d.Text})
@@ -550,6 +609,7 @@ func (s *State) rebuildMemory() {
 // rebuildOut renders the window anew; only compaction and masking call it.
 func (s *State) rebuildOut() {
 	s.out = render(s.head, s.memMsg, s.tail, recallMessages(s.recalls))
+	s.lent = nil
 }
 
 // SetPolicy switches the state to policy p with usable budget budget from

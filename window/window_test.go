@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -546,4 +547,108 @@ func scanCurrentRequest(s *State) *Item {
 		}
 	}
 	return nil
+}
+
+// Windows share the state's rendered messages, the repair of calls still
+// waiting for results included: a window handed out never changes, whatever
+// the log brings next (a result for a repaired call, another call, a mask,
+// a cut), and each one is what a replay of the log gives. Windows are built
+// at random points of random steps, between a step's results too.
+func TestWindowsKeepTheirMessages(t *testing.T) {
+	seeds := uint64(20)
+	if testing.Short() || raceEnabled {
+		seeds = 4
+	}
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		p := DefaultPolicy()
+		p.Strategy = []Strategy{Mask, Archive}[seed%2]
+		p.EvictOverTokens = 300
+		d := newDriver(t, p, 4000+rng.IntN(8000))
+		type kept struct {
+			w    *Window
+			msgs []message.Message // a copy of w.Messages as handed out
+		}
+		var all []kept
+		win := func() {
+			w, err := d.window()
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			checkInvariants(t, d, w)
+			for _, f := range []Form{Evicted, Masked} {
+				var want []string
+				for _, it := range d.st.Tail() {
+					if it.Form == f {
+						want = append(want, it.Ref)
+					}
+				}
+				if got := d.st.RefsByForm(f); !reflect.DeepEqual(got, want) {
+					t.Fatalf("seed %d: RefsByForm(%s) = %v, the tail has %v", seed, f, got, want)
+				}
+			}
+			if len(all)%25 == 0 {
+				fresh, err := NewState(p, d.st.Budget(), charSizer{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ev := range d.log {
+					if err := fresh.Apply(ev); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rw, err := fresh.Build(d.req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(encode(rw.Messages), encode(w.Messages)) {
+					t.Fatalf("seed %d, window %d: a replay of the log gives another window", seed, len(all))
+				}
+			}
+			all = append(all, kept{w, slices.Clone(w.Messages)})
+		}
+		maybe := func() {
+			for rng.IntN(3) == 0 {
+				win() // sometimes twice in a row
+			}
+		}
+		d.add(message.NewText(message.System, "You are a coding agent."),
+			message.NewText(message.User, "Goal: fix INV-4401"))
+		call := 0
+		for s := 0; s < 150; s++ {
+			switch r := rng.IntN(10); {
+			case r < 2:
+				d.add(message.NewText(message.User, fmt.Sprintf("user says %d %s", s, strings.Repeat("please ", rng.IntN(20)))))
+			case r < 3:
+				d.add(message.NewText(message.Assistant, fmt.Sprintf("done with step %d", s)))
+			default:
+				var calls []message.Part
+				for range 1 + rng.IntN(3) {
+					call++
+					calls = append(calls, message.Part{ToolCallID: fmt.Sprintf("call_%d", call), ToolName: "grep", Arguments: "{}"})
+				}
+				d.add(message.NewToolCalls("", calls...))
+				maybe()
+				// Results in any order; some never come.
+				for _, i := range rng.Perm(len(calls)) {
+					if rng.IntN(4) == 0 {
+						continue
+					}
+					size := 20 + rng.IntN(200)
+					if rng.IntN(10) == 0 {
+						size = 2000 // evicted
+					}
+					d.add(message.NewToolResult(calls[i].ToolCallID, strings.Repeat("match\n", size/6)))
+					maybe()
+				}
+			}
+			maybe()
+		}
+		win()
+		for i, k := range all {
+			if !reflect.DeepEqual(k.w.Messages, k.msgs) {
+				t.Fatalf("seed %d: window %d of %d changed after it was handed out", seed, i, len(all))
+			}
+		}
+	}
 }
