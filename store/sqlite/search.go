@@ -89,6 +89,7 @@ func (s *Store) threadPath(n, tokens int64) searchPath {
 type searchStmts struct {
 	mu                                 sync.Mutex
 	thread, queued, read, match, texts *sql.Stmt
+	queue                              *sql.Stmt // a thread's queued messages (useIndex)
 	since, terms                       *sql.Stmt // the cached path's reads
 	cache                              postingsCache
 }
@@ -110,11 +111,14 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		{&ps.since, `SELECT e.seq, e.id, COALESCE(e.ref, ''), t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? AND e.seq >= ? ORDER BY e.seq`},
 		{&ps.terms, `SELECT id, terms FROM events_terms WHERE id IN (SELECT value FROM json_each(?))`},
-		{&ps.queued, queuedQuery},
+		// The ids the queue spans: at most as many messages, and none
+		// exactly when 0 (a row past the mark is a queued message).
+		{&ps.queued, `SELECT COALESCE((SELECT max(id) FROM events_terms), 0) - upto FROM events_fts_mark`},
 		{&ps.read, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? ORDER BY e.seq`},
 		{&ps.match, `SELECT f.rowid, t.terms FROM events_fts f JOIN events_terms t ON t.id = f.rowid
 			WHERE events_fts MATCH ? ORDER BY f.rowid`},
+		{&ps.queue, queueQuery("")},
 		{&ps.texts, `SELECT id, tenant, thread, seq, ref, role, tool, at, message FROM events
 			WHERE id IN (SELECT value FROM json_each(?))`},
 	} {
@@ -125,7 +129,7 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		*p.to = stmt
 	}
 	st.thread, st.queued, st.read, st.match, st.texts = ps.thread, ps.queued, ps.read, ps.match, ps.texts
-	st.since, st.terms = ps.since, ps.terms
+	st.since, st.terms, st.queue = ps.since, ps.terms, ps.queue
 	return st, nil
 }
 
@@ -138,9 +142,16 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 // another tenant's); verbatim identifier terms are then checked on each
 // candidate's text, best first, until Limit hits are found.
 //
-// Only the index lags behind the log (its queue, log.go): a search that
-// uses it first moves the queue into it (catchUpIndex), so that it sees
-// every acknowledged message; reading a thread needs no such write.
+// Only the index lags behind the log (its queue, log.go). A thread's
+// search that uses it also reads the thread's queued messages, in the same
+// snapshot, so that it sees every acknowledged message without writing,
+// while the queue is short (readQueued): moving the queue into the index
+// first put a commit, an fsync and a small FTS5 segment (merged again
+// later) on every auto-recall of a large thread, once per proxied request.
+// A longer queue (a new thread's whole history, which the search would
+// read every time) is moved into the index first (catchUpIndex), and so is
+// any queue before a tenant's search: its candidates come in (thread, seq)
+// order, into which the queue's rows would have to be merged.
 func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
 	if err := backend.CheckSearch(tenant, q); err != nil {
 		return nil, err
@@ -158,26 +169,35 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: search: %w", err)
 	}
-	hits, err := s.searchSnapshot(ctx, stmts, tenant, q, pq, limit, true)
+	maxQueued := int64(readQueued)
+	if q.Thread == "" {
+		maxQueued = 0
+	}
+	hits, err := s.searchSnapshot(ctx, stmts, tenant, q, pq, limit, maxQueued)
 	if errors.Is(err, errIndexQueued) {
 		if err := s.catchUpIndex(ctx); err != nil {
 			return nil, err
 		}
 		// What is queued after this was acknowledged after the search
 		// began: it need not be seen.
-		hits, err = s.searchSnapshot(ctx, stmts, tenant, q, pq, limit, false)
+		hits, err = s.searchSnapshot(ctx, stmts, tenant, q, pq, limit, -1)
 	}
 	return hits, err
 }
 
-// errIndexQueued: the search needs the index, and messages wait in its
-// queue.
+// readQueued is the longest queue (in the ids it spans) a thread's search
+// reads beside the index rather than move into it: reading a queued
+// message costs every search about what indexing it costs once.
+const readQueued = 64
+
+// errIndexQueued: the search needs the index, and more messages wait in
+// its queue than it reads.
 var errIndexQueued = errors.New("sqlite: search: the index has messages queued")
 
-// searchSnapshot is Search in one read snapshot. With checkQueue, it
-// returns errIndexQueued rather than use an index that lacks queued
-// messages.
-func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, limit int, checkQueue bool) ([]store.Hit, error) {
+// searchSnapshot is Search in one read snapshot. Unless maxQueued is
+// negative, it returns errIndexQueued rather than use an index whose
+// queue spans more than maxQueued ids.
+func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, limit int, maxQueued int64) ([]store.Hit, error) {
 
 	// The scope and the filters, as conditions on events.
 	where := []string{"e.tenant = ?"}
@@ -255,7 +275,7 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 		}
 	}
 	if tally == nil {
-		tally, ids, err = s.readCandidates(ctx, stmts, tx, tenant, q, pq, path, filtered, checkQueue, where, args)
+		tally, ids, err = s.readCandidates(ctx, stmts, tx, tenant, q, pq, path, filtered, maxQueued, where, args)
 		if err != nil {
 			return nil, err
 		}
@@ -265,18 +285,18 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 
 // readCandidates finds the candidates of a search by the index (useIndex)
 // or by reading the thread (readThread), and counts their terms.
-func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, path searchPath, filtered, checkQueue bool, where []string, args []any) (*fulltext.Tally, []int64, error) {
+func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, path searchPath, filtered bool, maxQueued int64, where []string, args []any) (*fulltext.Tally, []int64, error) {
 	scope := `"` + tenantToken(tenant) + `"`
 	if q.Thread != "" {
 		scope = `"` + threadToken(tenant, q.Thread) + `"`
 	}
 	match := "scope : " + scope + " AND body : (" + pq.Union(fulltext.FTS5Phrase, " OR ") + ")"
-	if path == useIndex && checkQueue {
-		var queued bool
-		if err := tx.StmtContext(ctx, stmts.queued).QueryRowContext(ctx).Scan(&queued); err != nil {
+	if path == useIndex && maxQueued >= 0 {
+		var span int64
+		if err := tx.StmtContext(ctx, stmts.queued).QueryRowContext(ctx).Scan(&span); err != nil {
 			return nil, nil, fmt.Errorf("sqlite: search: %w", err)
 		}
-		if queued {
+		if span > maxQueued {
 			return nil, nil, errIndexQueued
 		}
 	}
@@ -302,31 +322,57 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 		rows, err = tx.QueryContext(ctx, `SELECT e.id, t.terms FROM events_fts f JOIN events e ON e.id = f.rowid JOIN events_terms t ON t.id = f.rowid
 			WHERE events_fts MATCH ? AND `+strings.Join(where, " AND ")+` ORDER BY e.thread, e.seq`, append([]any{match}, args...)...)
 	}
+	tally := pq.Tally()
+	ids, err := addCandidates(tally, nil, rows, err)
+	if err == nil && path == useIndex && q.Thread != "" {
+		// The thread's queued messages, not yet in the index: all of
+		// them come after the indexed ones, in id (so seq) order.
+		if filtered {
+			rows, err = tx.QueryContext(ctx, queueQuery(" AND "+strings.Join(where[2:], " AND ")), args...)
+		} else {
+			rows, err = tx.StmtContext(ctx, stmts.queue).QueryContext(ctx, tenant, q.Thread)
+		}
+		ids, err = addCandidates(tally, ids, rows, err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlite: search: %w", err)
 	}
-	var ids []int64
-	tally := pq.Tally()
+	return tally, ids, nil
+}
+
+// queueQuery reads a thread's queued messages (the events_terms rows past
+// the index's mark, log.go) that meet extra, in id order. The rowid range
+// drives it: the unary + keeps SQLite from walking the thread's every
+// event by its (tenant, thread, seq) index for the few queued ones.
+func queueQuery(extra string) string {
+	return `SELECT t.id, t.terms FROM events_terms t JOIN events e ON e.id = t.id
+		WHERE t.id > (SELECT upto FROM events_fts_mark) AND +e.tenant = ? AND +e.thread = ?` + extra + `
+		ORDER BY t.id`
+}
+
+// addCandidates counts the terms of rows' documents (id, terms) in tally
+// and returns ids with theirs appended; a document without any of the
+// query's terms is not a candidate. It closes rows; err is the query's.
+func addCandidates(tally *fulltext.Tally, ids []int64, rows *sql.Rows, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
 	for rows.Next() {
 		var (
 			id   int64
 			body sql.RawBytes // read in place: only its counts are kept
 		)
 		if err := rows.Scan(&id, &body); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("sqlite: search: %w", err)
+			return nil, err
 		}
 		if !tally.AddBody(body) {
-			tally.RemoveLast() // no term: not a candidate (only reading a thread finds these)
+			tally.RemoveLast() // no term: not a candidate (reading a thread or the queue finds these)
 			continue
 		}
 		ids = append(ids, id)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("sqlite: search: %w", err)
-	}
-	return tally, ids, nil
+	return ids, rows.Err()
 }
 
 // hits reads the texts of the ranked candidates, a page at a time, and

@@ -106,6 +106,11 @@ func TestMigrateIndex(t *testing.T) {
 		}
 		return indexed, terms
 	}
+	// A tenant's search moves the queue into the index (a thread's reads
+	// it beside the index): then every message is in the index, once.
+	if _, err := s.Search(ctx, "acme", store.SearchQuery{Text: "refund"}); err != nil {
+		t.Fatal(err)
+	}
 	if indexed, terms := counts(); indexed != 4 || terms != 4 {
 		t.Errorf("%d indexed, %d terms rows; want 4 each", indexed, terms)
 	}
@@ -119,7 +124,9 @@ func TestMigrateIndex(t *testing.T) {
 
 // TestMigrateQueue: a version 6 file with messages in its index queue
 // table opens at version 7 with them queued past the mark, and a search
-// through the index finds indexed and queued messages alike.
+// through the index finds indexed and queued messages alike, a thread's
+// (which reads the queue beside the index) and a tenant's (which moves
+// the queue into the index, each message once).
 func TestMigrateQueue(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v6.db")
@@ -147,9 +154,11 @@ func TestMigrateQueue(t *testing.T) {
 		t.Fatalf("mark after the migration = %d, %v; want 2 (two messages indexed)", upto, err)
 	}
 	s.searchPath = useIndex
-	hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: "refund", Thread: "t"})
-	if err != nil || len(hits) != len(texts) {
-		t.Fatalf("Search(refund) = %d hits, %v; want %d", len(hits), err, len(texts))
+	for _, thread := range []string{"t", ""} {
+		hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: "refund", Thread: thread})
+		if err != nil || len(hits) != len(texts) {
+			t.Fatalf("Search(refund) in thread %q = %d hits, %v; want %d", thread, len(hits), err, len(texts))
+		}
 	}
 	var indexed int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_fts`).Scan(&indexed); err != nil || indexed != len(texts) {
@@ -196,4 +205,89 @@ func oldFile(t *testing.T, path string, v int, texts []string, index func(db *sq
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestThreadSearchReadsQueue: a thread's search through the index, with
+// some of the thread's messages indexed and some still queued, finds and
+// ranks what reading the thread finds, filtered or not, and writes
+// nothing: the queue is as long after it as before.
+func TestThreadSearchReadsQueue(t *testing.T) {
+	ctx := context.Background()
+	s := openWithPath(t, useIndex)
+	add := func(thread string, after int64, role message.Role, text string) {
+		t.Helper()
+		m := message.NewText(role, text)
+		if _, err := s.Append(ctx, "acme", thread, after, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	words := []string{"refund", "invoice", "INV-4401", "shipping", "lunch", "refund policy"}
+	roles := []message.Role{message.User, message.Assistant}
+	for i := range 12 {
+		add("t", int64(i), roles[i%2], words[i%len(words)]+" for order "+words[(i*5)%len(words)])
+		add("u", int64(i), message.User, words[i%len(words)]+" elsewhere")
+	}
+	if _, err := s.Search(ctx, "acme", store.SearchQuery{Text: "refund"}); err != nil { // moves the queue
+		t.Fatal(err)
+	}
+	for i := 12; i < 20; i++ {
+		add("t", int64(i), roles[i%2], words[(i*7)%len(words)]+" queued "+words[i%len(words)])
+	}
+	queue := func() (n int) {
+		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_terms WHERE id > (SELECT upto FROM events_fts_mark)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := queue()
+	if before != 8 {
+		t.Fatalf("%d messages queued, want 8: the test would not mix indexed and queued messages", before)
+	}
+	for _, q := range []store.SearchQuery{
+		{Text: "refund", Thread: "t"},
+		{Text: "refund invoice lunch", Thread: "t", Limit: 20},
+		{Text: "INV-4401 queued", Thread: "t"},
+		{Text: "refund", Thread: "t", Role: message.Assistant},
+		{Text: "shipping order", Thread: "t", FromSeq: 5, ToSeq: 16},
+	} {
+		s.searchPath = useIndex
+		got, err := s.Search(ctx, "acme", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.searchPath = readThread
+		want, err := s.Search(ctx, "acme", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 {
+			t.Fatalf("%+v: reading the thread finds nothing: the query proves nothing", q)
+		}
+		if !slices.EqualFunc(got, want, func(a, b store.Hit) bool { return a.Seq == b.Seq && a.Score == b.Score }) {
+			t.Errorf("%+v: the index and its queue find %v, reading the thread %v", q, hitSeqs(got), hitSeqs(want))
+		}
+	}
+	if n := queue(); n != before {
+		t.Errorf("%d messages queued after the thread's searches, %d before: a thread's search wrote", n, before)
+	}
+	// A queue longer than a search reads is moved into the index first.
+	for i := 20; i < 21+readQueued; i++ {
+		add("t", int64(i), message.User, "a long queue of zephyr notes")
+	}
+	s.searchPath = useIndex
+	hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: "zephyr", Thread: "t", Limit: 200})
+	if err != nil || len(hits) != 1+readQueued {
+		t.Fatalf("a long queue: %d hits, %v; want %d", len(hits), err, 1+readQueued)
+	}
+	if n := queue(); n != 0 {
+		t.Errorf("%d messages still queued after a thread's search met a queue of %d", n, before+1+readQueued)
+	}
+}
+
+func hitSeqs(hits []store.Hit) []int64 {
+	var seqs []int64
+	for _, h := range hits {
+		seqs = append(seqs, h.Seq)
+	}
+	return seqs
 }
