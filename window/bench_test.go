@@ -15,6 +15,7 @@ import (
 //	                    shows a synthetic result; the next call closes it)
 //	call-window-result: the same, and then the real result, built again
 //	call-result:        call and result, then Build (nothing to repair)
+//	request-recall:     a user request, a recalled block before it, Build
 //
 // A call should cost the same at both sizes: O(what it adds), not
 // O(window). call-window-result is the exception by design: the result
@@ -23,7 +24,7 @@ import (
 //
 //	go test -run '^$' -bench BuildPerCall ./window/
 func BenchmarkBuildPerCall(b *testing.B) {
-	for _, pattern := range []string{"call-window", "call-window-result", "call-result"} {
+	for _, pattern := range []string{"call-window", "call-window-result", "call-result", "request-recall"} {
 		for _, n := range []int{100, 10_000} {
 			b.Run(fmt.Sprintf("%s/%d", pattern, n), func(b *testing.B) {
 				base := newDriver(b, DefaultPolicy(), 10_000_000)
@@ -55,6 +56,14 @@ func BenchmarkBuildPerCall(b *testing.B) {
 						b.StopTimer()
 						fresh()
 						b.StartTimer()
+					}
+					if pattern == "request-recall" {
+						d.add(message.NewText(message.User, fmt.Sprintf("where is INV-%d?", i)))
+						d.append(recallNote(d.st.LastSeq(), "INV-4401 is in src/a.go"))
+						if _, err := d.st.Build(d.req); err != nil {
+							b.Fatal(err)
+						}
+						continue
 					}
 					id := fmt.Sprintf("x%d", i)
 					d.add(message.NewToolCalls("", message.Part{ToolCallID: id, ToolName: "grep", Arguments: "{}"}))

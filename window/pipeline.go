@@ -426,13 +426,13 @@ func (s *State) Build(r Request) (*Window, error) {
 	if recall {
 		u.Recall = r.RecallTokens
 	}
-	msgs := s.out[:len(s.out):len(s.out)]
+	msgs := s.show(len(s.out))
 	// Repair: calls of the last step still waiting for their results get a
 	// synthetic one at the end. Results without a call never enter the tail
 	// (Dropped on arrival), earlier dangling calls were answered when their
 	// step closed, and cuts fall on boundaries: nothing else can be orphaned.
 	// The window shares out's array, the repair included (no copy of the
-	// window per call; see lent).
+	// window per call; see shown).
 	if len(s.pending) > 0 {
 		ids := s.pendingInOrder()
 		msgs = s.repaired(ids)

@@ -285,9 +285,15 @@ func (s *State) applyRecalled(d RecallData) {
 	slices.SortFunc(s.recalls, func(a, b recalled) int { return int(a.Data.For - b.Data.For) })
 	// The common case: the block for the message just appended goes in
 	// before it, at the end of the window; the rest stays byte for byte.
+	// When no window shows the request's slot yet (the block is chosen
+	// as the request arrives), that is O(1); otherwise out moves to a new
+	// array.
 	if n := len(s.out); n > 0 && len(s.tail) > 0 && s.tail[len(s.tail)-1].Seq == d.For && s.tail[len(s.tail)-1].Form != Dropped && len(s.tail[len(s.tail)-1].Post) == 0 {
-		s.out = append(s.out[:n-1:n-1], m, s.out[n-1]) // a new array
-		s.lent = nil
+		if n-1 < s.shown {
+			s.unlend(1)
+		}
+		s.out = append(s.out, s.out[n-1])
+		s.out[n-1] = m
 		return
 	}
 	s.rebuildOut()

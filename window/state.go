@@ -140,15 +140,16 @@ type State struct {
 	turnSeq                  int64      // the last message that opens a turn
 
 	// out caches the rendered messages of head, memory and tail (without
-	// the repair suffix); only ever appended to between compactions, and
-	// only through push: windows share its array.
+	// the repair suffix); only ever grown between compactions, and never
+	// written below shown: windows share its array.
 	out []message.Message
-	// lent names the calls whose synthetic results Build wrote in out's
-	// array just past len(out), in order: a window shows them, so those
-	// slots are never written again. When the log closes those calls with
-	// the same synthetic results (the step ended unanswered), out takes
-	// the slots as they are; anything else goes to a new array.
-	lent []string
+	// shown is how much of out's array windows show: Build hands out
+	// out[:shown] at most, and those slots are never written again. The
+	// ones past len(out) hold the synthetic results of calls Build
+	// repaired; when the log closes those calls with the same synthetic
+	// results (the step ended unanswered), out takes the slots as they
+	// are. Anything else goes to a new array (shown 0).
+	shown int
 
 	// evictedRefs and maskedRefs cache RefsByForm while refsOK; a message
 	// appended to the tail adds to them, a mask or a cut resets them.
@@ -338,14 +339,13 @@ func (s *State) applyMessage(ev store.Event) {
 }
 
 // push appends m to out. synth names the call m is the synthetic result
-// of ("" for any other message): when Build lent the next slot to a window
-// with that very message, out takes it as it is. Any other message would
-// change what a window shows: out moves to a new array first.
+// of ("" for any other message): when a window shows the next slot with
+// that very message, out takes it as it is. Any other message would change
+// what a window shows: out moves to a new array first.
 func (s *State) push(m message.Message, synth string) {
-	if len(s.lent) > 0 {
-		if synth != "" && s.lent[0] == synth {
-			s.out = s.out[:len(s.out)+1]
-			s.lent = s.lent[1:]
+	if n := len(s.out); n < s.shown {
+		if synth != "" && isUnavailable(s.out[:n+1][n], synth) {
+			s.out = s.out[:n+1]
 			return
 		}
 		s.unlend(1)
@@ -355,28 +355,42 @@ func (s *State) push(m message.Message, synth string) {
 
 // unlend moves out to a new array with room for at least n more messages
 // (grown as append grows, so that appends stay amortised O(1)); the old
-// one stays, unchanged, with the windows that share it.
+// one stays, unchanged, with the windows that show it.
 func (s *State) unlend(n int) {
 	s.out = slices.Grow(s.out[:len(s.out):len(s.out)], n)
-	s.lent = nil
+	s.shown = 0
 }
 
 // repaired returns out followed by the synthetic results of calls ids, as
-// a slice whose array holds them just past out (see lent): O(len(ids))
+// a slice whose array holds them just past out (see shown): O(len(ids))
 // whenever those slots are free or already hold them.
 func (s *State) repaired(ids []string) []message.Message {
 	n, k := len(s.out), len(ids)
-	if len(s.lent) < k || !slices.Equal(s.lent[:k], ids) {
-		if len(s.lent) > 0 || cap(s.out)-n < k {
-			s.unlend(k)
-		}
-		ext := s.out[n : n+k]
-		for i, id := range ids {
-			ext[i] = message.NewToolResult(id, UnavailableResult)
-		}
-		s.lent = slices.Clone(ids)
+	done := 0 // results a window shows already, in their slots
+	for done < k && n+done < s.shown && isUnavailable(s.out[:s.shown][n+done], ids[done]) {
+		done++
 	}
-	return s.out[: n+k : n+k]
+	if n+done < s.shown || cap(s.out) < n+k {
+		s.unlend(k) // a shown slot holds another message, or no room
+		done = 0
+	}
+	ext := s.out[n : n+k]
+	for i := done; i < k; i++ {
+		ext[i] = message.NewToolResult(ids[i], UnavailableResult)
+	}
+	return s.show(n + k)
+}
+
+// show hands out out's array up to n (n >= len(out)).
+func (s *State) show(n int) []message.Message {
+	s.shown = max(s.shown, n)
+	return s.out[:n:n]
+}
+
+// isUnavailable reports whether m is the synthetic result of call id.
+func isUnavailable(m message.Message, id string) bool {
+	return m.Role == message.Tool && len(m.Parts) == 1 && m.Parts[0].Type == message.ToolResult &&
+		m.Parts[0].ToolCallID == id && len(m.Parts[0].Content) == 1 && m.Parts[0].Content[0].Text == UnavailableResult
 }
 
 // closeDangling answers every pending call with a synthetic result, attached
@@ -609,7 +623,7 @@ func (s *State) rebuildMemory() {
 // rebuildOut renders the window anew; only compaction and masking call it.
 func (s *State) rebuildOut() {
 	s.out = render(s.head, s.memMsg, s.tail, recallMessages(s.recalls))
-	s.lent = nil
+	s.shown = 0
 }
 
 // SetPolicy switches the state to policy p with usable budget budget from

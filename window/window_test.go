@@ -551,9 +551,10 @@ func scanCurrentRequest(s *State) *Item {
 
 // Windows share the state's rendered messages, the repair of calls still
 // waiting for results included: a window handed out never changes, whatever
-// the log brings next (a result for a repaired call, another call, a mask,
-// a cut), and each one is what a replay of the log gives. Windows are built
-// at random points of random steps, between a step's results too.
+// the log brings next (a result for a repaired call, another call, a
+// recalled block before the request, a mask, a cut), and each one is what
+// a replay of the log gives. Windows are built at random points of random
+// steps, between a step's results too.
 func TestWindowsKeepTheirMessages(t *testing.T) {
 	seeds := uint64(20)
 	if testing.Short() || raceEnabled {
@@ -619,6 +620,13 @@ func TestWindowsKeepTheirMessages(t *testing.T) {
 			switch r := rng.IntN(10); {
 			case r < 2:
 				d.add(message.NewText(message.User, fmt.Sprintf("user says %d %s", s, strings.Repeat("please ", rng.IntN(20)))))
+				if rng.IntN(2) == 0 {
+					// A recalled block goes in before the request: shown
+					// already when a window was built in between.
+					seq := d.st.LastSeq()
+					maybe()
+					d.append(recallNote(seq, fmt.Sprintf("an old fact %d", s)))
+				}
 			case r < 3:
 				d.add(message.NewText(message.Assistant, fmt.Sprintf("done with step %d", s)))
 			default:
