@@ -27,12 +27,45 @@ start_postgres() {
     if su postgres -c "psql -qAt -c 'select 1'" >/dev/null 2>&1; then break; fi
     sleep 1
   done
+  tune_postgres
   su postgres -c "psql -qAt -c \"select 1 from pg_roles where rolname='mneme'\"" | grep -q 1 ||
     su postgres -c "psql -q -c \"create role mneme login superuser password 'mneme'\""
   su postgres -c "psql -q -c 'drop database if exists $db'" >/dev/null
   su postgres -c "psql -q -c 'create database $db owner mneme'"
   export MNEME_TEST_POSTGRES="postgres://mneme:mneme@127.0.0.1:5432/$db?sslmode=disable"
   echo "== PostgreSQL ready: $MNEME_TEST_POSTGRES"
+}
+
+# tune_postgres sets what an operator sets on a server taking a steady
+# stream of durable writes (README, Speed), by ALTER SYSTEM and a reload,
+# no restart: checkpoints every 15 minutes or 4 GB of WAL rather than 5
+# minutes or 1 GB (each checkpoint writes the dirty pages, and the first
+# change of each page after it logs the whole page: issue 19's append
+# bench, at ~4 KB of WAL a message, outgrew 1 GB every few minutes), 1 GB
+# of WAL files kept for reuse rather than 80 MB (a burst of appends past
+# them stops at a commit to create and zero-fill a 16 MB file, 2% of the
+# server's CPU in that bench), and full-page images compressed (lz4 where
+# the server has it). Durability is untouched: fsync, synchronous_commit
+# and full_page_writes keep their defaults (on). MNEME_PG_TUNE=0 resets
+# these settings to the server's defaults, for a comparison.
+tune_postgres() {
+  local q="su postgres -c"
+  local settings
+  if [ "${MNEME_PG_TUNE:-1}" = 0 ]; then
+    settings="max_wal_size min_wal_size checkpoint_timeout checkpoint_completion_target wal_compression"
+    for s in $settings; do $q "psql -qAt -c 'alter system reset $s'" >/dev/null; done
+  else
+    local comp=on
+    if $q "psql -qAt -c \"select enumvals::text from pg_settings where name = 'wal_compression'\"" | grep -q lz4; then
+      comp=lz4
+    fi
+    $q "psql -qAt -c \"alter system set max_wal_size = '4GB'\"" >/dev/null
+    $q "psql -qAt -c \"alter system set min_wal_size = '1GB'\"" >/dev/null
+    $q "psql -qAt -c \"alter system set checkpoint_timeout = '15min'\"" >/dev/null
+    $q "psql -qAt -c \"alter system set checkpoint_completion_target = 0.9\"" >/dev/null
+    $q "psql -qAt -c \"alter system set wal_compression = '$comp'\"" >/dev/null
+  fi
+  $q "psql -qAt -c 'select pg_reload_conf()'" >/dev/null
 }
 
 # ---- issue 9: the inspector's browser test (server/inspector_browser_test.go)

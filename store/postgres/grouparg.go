@@ -7,20 +7,27 @@ import (
 	"github.com/mnemehq/mneme/store/backend"
 )
 
-// groupArgs are groupSQL's arguments for one group, encoded in
-// PostgreSQL's binary array format into one buffer that is reused from
-// group to group. Through pgx's query path, each argument was encoded into
-// a buffer that pgx shrinks back to 256 bytes after every query, so each
-// group's tens of kilobytes of messages and terms regrew it by doubling,
-// and its columns were first gathered into slices of their own.
+// groupArgs is one group's execution of groupSQL (or groupMoveSQL) as the
+// messages of PostgreSQL's extended query protocol, Bind, Execute and
+// Sync, written into one buffer that is reused from group to group and
+// sent as it is (execGroup): the arguments are arrays in PostgreSQL's
+// binary format, encoded in place. Through pgx's query path, each
+// argument was encoded into a buffer of pgx's, and then the arguments
+// were copied into its write buffer, which pgx shrinks back to 1 KB after
+// every message: each group's tens of kilobytes regrew it by doubling
+// (two fifths of what an append allocated).
 type groupArgs struct {
-	buf    []byte
-	ends   []int    // where each argument ends in buf
-	values [][]byte // the arguments, slices of buf
+	buf       []byte
+	param     int // where the open argument's length is in buf, -1: none
+	nparams   int // the arguments so far, written at nparamsAt by done
+	nparamsAt int
 	// pending estimates the bytes the events add to the GIN index's
 	// pending list (pendingBytes).
 	pending int64
 }
+
+// bindLenAt is where the Bind message's length is, after its type.
+const bindLenAt = 1
 
 // groupArgsCap bounds the buffers kept for reuse: a group of many large
 // messages does not pin its buffer.
@@ -35,10 +42,10 @@ var groupArgsFree = make(chan *groupArgs, 4)
 func getGroupArgs() *groupArgs {
 	select {
 	case a := <-groupArgsFree:
-		a.buf, a.ends, a.values, a.pending = a.buf[:0], a.ends[:0], a.values[:0], 0
+		a.buf, a.param, a.nparams, a.pending = a.buf[:0], -1, 0, 0
 		return a
 	default:
-		return new(groupArgs)
+		return &groupArgs{param: -1}
 	}
 }
 
@@ -62,12 +69,25 @@ const (
 	oidTSVector = 3614
 )
 
+// bind starts the Bind message of an execution of the prepared statement
+// stmt, in the unnamed portal, with arguments in binary format.
+func (a *groupArgs) bind(stmt string) {
+	a.buf = append(a.buf[:0], 'B', 0, 0, 0, 0) // its length, at bindLenAt
+	a.buf = append(a.buf, 0)                   // the unnamed portal
+	a.buf = append(append(a.buf, stmt...), 0)
+	a.buf = be16(a.buf, 1, 1) // one format code for every argument: binary
+	a.nparamsAt = len(a.buf)
+	a.buf = be16(a.buf, 0) // the number of arguments, set by done
+	a.param, a.nparams = -1, 0
+}
+
 // array starts an argument: a one-dimensional array of n elements of type
 // elem (hasNull says whether some are NULL). Its elements follow.
 func (a *groupArgs) array(elem uint32, n int, hasNull bool) {
-	if len(a.ends) > 0 || len(a.buf) > 0 {
-		a.ends = append(a.ends, len(a.buf))
-	}
+	a.endParam()
+	a.param = len(a.buf)
+	a.nparams++
+	a.buf = be32(a.buf, 0) // its length, set by endParam
 	if n == 0 {
 		a.buf = be32(a.buf, 0, 0, elem) // no dimensions
 		return
@@ -77,6 +97,14 @@ func (a *groupArgs) array(elem uint32, n int, hasNull bool) {
 		flag = 1
 	}
 	a.buf = be32(a.buf, 1, flag, elem, uint32(n), 1) // one dimension, from 1
+}
+
+// endParam sets the open argument's length.
+func (a *groupArgs) endParam() {
+	if a.param >= 0 {
+		be.PutUint32(a.buf[a.param:], uint32(len(a.buf)-a.param-4))
+		a.param = -1
+	}
 }
 
 func (a *groupArgs) int8(v int64) {
@@ -90,15 +118,24 @@ func (a *groupArgs) int2(v int16) {
 }
 func (a *groupArgs) text(s string) { a.buf = append(be32(a.buf, uint32(len(s))), s...) }
 
-// done ends the last argument and returns them all, in order.
-func (a *groupArgs) done() [][]byte {
-	a.ends = append(a.ends, len(a.buf))
-	start := 0
-	for _, end := range a.ends {
-		a.values = append(a.values, a.buf[start:end:end])
-		start = end
+// done ends the Bind message, asking for the result in binary format,
+// and appends an Execute of the unnamed portal and a Sync: the messages
+// to send, in a's buffer.
+func (a *groupArgs) done() []byte {
+	a.endParam()
+	be.PutUint16(a.buf[a.nparamsAt:], uint16(a.nparams))
+	a.buf = be16(a.buf, 1, 1) // one format code for every result column: binary
+	be.PutUint32(a.buf[bindLenAt:], uint32(len(a.buf)-bindLenAt))
+	a.buf = append(a.buf, 'E', 0, 0, 0, 9, 0, 0, 0, 0, 0) // the unnamed portal, every row
+	a.buf = append(a.buf, 'S', 0, 0, 0, 4)
+	return a.buf
+}
+
+func be16(b []byte, vs ...uint16) []byte {
+	for _, v := range vs {
+		b = binary.BigEndian.AppendUint16(b, v)
 	}
-	return a.values
+	return b
 }
 
 func be32(b []byte, vs ...uint32) []byte {
@@ -108,9 +145,11 @@ func be32(b []byte, vs ...uint32) []byte {
 	return b
 }
 
-// encodeGroup encodes batch as groupSQL's arguments: the requests (each
-// numbered by its index in batch), then their events.
-func (a *groupArgs) encodeGroup(batch []*appendReq) [][]byte {
+// encodeGroup encodes an execution of the prepared statement stmt
+// (groupSQL or groupMoveSQL) with batch as its arguments: the requests
+// (each numbered by its index in batch), then their events.
+func (a *groupArgs) encodeGroup(batch []*appendReq, stmt string) []byte {
+	a.bind(stmt)
 	n, rows := len(batch), 0
 	for _, r := range batch {
 		rows += len(r.rows)

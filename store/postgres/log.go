@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/mnemehq/mneme/message"
@@ -269,7 +271,7 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	n := len(batch)
 	won := make([]bool, n)
 	args := getGroupArgs()
-	err := s.execGroup(ctx, batch, args.encodeGroup(batch), won)
+	err := s.execGroup(ctx, batch, args, won)
 	pending := args.pending
 	args.put()
 	if err == nil {
@@ -298,9 +300,14 @@ const (
 )
 
 // execGroup runs groupSQL (groupMoveSQL when no request creates its
-// thread) with args, binary arrays, on a connection of the pool, and
-// marks the requests that won.
-func (s *Store) execGroup(ctx context.Context, batch []*appendReq, args [][]byte, won []bool) error {
+// thread) with batch as its arguments, encoded by args, on a connection
+// of the pool, and marks the requests that won. The statement is prepared
+// once per connection through pgx; each execution's Bind, Execute and
+// Sync are written to the connection as args encoded them, in one write,
+// and the server's answers read through pgx up to its ReadyForQuery,
+// which follows the commit of the implicit transaction that Sync ends
+// (and so, with synchronous_commit, its WAL flush).
+func (s *Store) execGroup(ctx context.Context, batch []*appendReq, args *groupArgs, won []bool) error {
 	name, sql := groupMoveStmt, groupMoveSQL
 	for _, r := range batch {
 		if r.after == 0 {
@@ -317,19 +324,38 @@ func (s *Store) execGroup(ctx context.Context, batch []*appendReq, args [][]byte
 	if err != nil {
 		return dbErr("append", err)
 	}
-	formats := []int16{1} // binary, for every argument and the result
-	rr := c.Conn().PgConn().ExecPrepared(ctx, sd.Name, args, formats, formats)
-	for rr.NextRow() {
-		if v := rr.Values(); len(v) == 1 && len(v[0]) == 4 {
-			if req := int32(be.Uint32(v[0])); req >= 0 && int(req) < len(won) {
-				won[req] = true
-			}
-		}
-	}
-	if _, err := rr.Close(); err != nil {
+	pc := c.Conn().PgConn()
+	// The connection is idle, so pgx has nothing buffered to send.
+	if _, err := pc.Conn().Write(args.encodeGroup(batch, sd.Name)); err != nil {
+		// Some of the messages may have been sent: the connection's state
+		// is unknown, and it goes (the pool drops a closed connection).
+		pc.Close(ctx)
 		return dbErr("append", err)
 	}
-	return nil
+	var failed error
+	for {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			pc.Close(ctx)
+			return dbErr("append", err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.DataRow:
+			if v := msg.Values; len(v) == 1 && len(v[0]) == 4 {
+				if req := int32(be.Uint32(v[0])); req >= 0 && int(req) < len(won) {
+					won[req] = true
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			failed = pgconn.ErrorResponseToPgError(msg)
+		case *pgproto3.ReadyForQuery:
+			if failed != nil {
+				clear(won)
+				return dbErr("append", failed)
+			}
+			return nil
+		}
+	}
 }
 
 // resolveTools names the tool of each nameless tool result in rows: from
