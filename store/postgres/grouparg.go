@@ -207,20 +207,53 @@ func (a *groupArgs) encodeGroup(batch []*appendReq, stmt string) []byte {
 	}
 	a.eventNullTexts(batch, rows, func(w *row) (string, bool) { return deref(w.json), w.json != nil })
 	a.eventNullTexts(batch, rows, func(w *row) (string, bool) { return deref(w.data), w.data != nil })
-	a.eventTexts(batch, rows, func(w *row) string { return w.indexedTerms })
+	// terms, as indexed writes it: for a message, its scope lexemes first.
+	a.array(oidText, rows, false)
+	for _, r := range batch {
+		for i := range r.rows {
+			w := &r.rows[i]
+			if w.msg == nil {
+				a.text(w.terms)
+				continue
+			}
+			h, t := r.scope[0], r.scope[1]
+			n := len(h) + len(t) + 5
+			if w.terms != "" {
+				n += 1 + len(w.terms)
+			}
+			a.buf = be32(a.buf, uint32(n))
+			a.buf = append(append(append(append(append(a.buf, '\''), h...), "' '"...), t...), '\'')
+			if w.terms != "" {
+				a.buf = append(append(a.buf, ' '), w.terms...)
+			}
+		}
+	}
 	a.array(oidInt2, rows, false)
 	for _, r := range batch {
 		for i := range r.rows {
 			a.int2(r.rows[i].lossy)
 		}
 	}
+	// tsv: terms in binary form. A message's scope lexemes sort first and
+	// have no positions.
 	a.array(oidTSVector, rows, false)
 	for _, r := range batch {
 		for i := range r.rows {
+			w := &r.rows[i]
 			at := len(a.buf)
-			var lexemes, lexemeBytes int
-			a.buf, lexemes, lexemeBytes = appendTSVector(be32(a.buf, 0), r.rows[i].indexedTerms)
-			a.pending += pendingBytes(lexemes, lexemeBytes)
+			a.buf = be32(a.buf, 0) // the element's length
+			if w.msg == nil {
+				var lexemes, lexemeBytes int
+				a.buf, lexemes, lexemeBytes = appendTSVector(a.buf, w.terms)
+				a.pending += pendingBytes(lexemes, lexemeBytes)
+			} else {
+				h, t := r.scope[0], r.scope[1]
+				a.buf = be32(a.buf, uint32(2+w.lexemes))
+				a.buf = append(append(a.buf, h...), 0, 0, 0)
+				a.buf = append(append(a.buf, t...), 0, 0, 0)
+				a.buf = append(a.buf, w.tsv...)
+				a.pending += pendingBytes(2+w.lexemes, len(h)+len(t)+w.lexemeBytes)
+			}
 			be.PutUint32(a.buf[at:], uint32(len(a.buf)-at-4))
 		}
 	}

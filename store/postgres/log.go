@@ -35,8 +35,10 @@ type row struct {
 	terms string
 	lossy int16
 	tool  *string
-	// indexedTerms is indexed's value, set by newAppendReq.
-	indexedTerms string
+	// tsv is terms' tsvector entries in binary form, lexemes their
+	// number and lexemeBytes their lexemes' bytes (builtTerms).
+	tsv                  []byte
+	lexemes, lexemeBytes int
 }
 
 // encode validates an event and encodes it for insertion as seq.
@@ -60,7 +62,8 @@ func encode(ev store.Event, seq int64, now time.Time) (row, error) {
 			return row{}, err
 		}
 		r.json = &js
-		r.terms, r.lossy = indexTerms(fulltext.SearchText(*r.msg, r.ev.At))
+		t := buildTerms(fulltext.SearchText(*r.msg, r.ev.At), true)
+		r.terms, r.lossy, r.tsv, r.lexemes, r.lexemeBytes = t.lit, t.lossy, t.bin, t.lexemes, t.bytes
 	}
 	if len(ev.Data) > 0 {
 		d := string(ev.Data)
@@ -237,23 +240,27 @@ type appendReq struct {
 	after          int64
 	msgs, tokens   int64 // the thread's counters move by these
 	now            int64 // the thread's updated time (Nanos)
-	rows           []row // its events, with their indexed terms
+	rows           []row // its events
+	// scope is the scope lexemes of its messages, the thread's then the
+	// tenant's (indexed).
+	scope [2]string
 
 	backend.GroupMember // its outcome, set by commitGroup
 }
 
-// newAppendReq builds the request for rows, outside the group's commit:
-// it sets their indexed terms. The request keeps rows (encodeGroup reads
-// them column by column) until its group has committed.
+// newAppendReq builds the request for rows, outside the group's commit.
+// The request keeps rows (encodeGroup reads them column by column) until
+// its group has committed.
 func newAppendReq(tenant, thread string, after int64, rows []row, now time.Time) *appendReq {
 	r := &appendReq{tenant: tenant, thread: thread, after: after, now: backend.Nanos(now), rows: rows}
 	for i := range rows {
-		w := &rows[i]
-		w.indexedTerms = w.indexed(tenant, thread)
-		if w.msg != nil {
+		if w := &rows[i]; w.msg != nil {
 			r.msgs++
 			r.tokens += int64(w.ev.Tokens)
 		}
+	}
+	if r.msgs > 0 {
+		r.scope = [2]string{threadLexeme(tenant, thread), tenantLexeme(tenant)}
 	}
 	return r
 }

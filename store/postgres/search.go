@@ -49,12 +49,32 @@ const (
 )
 
 // indexTerms returns the tsvector literal of text and how lossy it is.
-// Every append runs it on each message: the lexemes are numbered in the
-// order they first occur, their positions gathered in one slice, and the
-// literal written into one buffer in the lexemes' order, all of them
-// scratch reused from one call to the next (the literal is the one
-// allocation).
 func indexTerms(text string) (string, int16) {
+	t := buildTerms(text, false)
+	return t.lit, t.lossy
+}
+
+// builtTerms are a document's index terms as buildTerms writes them.
+type builtTerms struct {
+	lit   string // the tsvector literal
+	lossy int16
+	// bin is the tsvector's entries in binary form, as tsvectorrecv reads
+	// them after their count: each lexeme, NUL-terminated, then its
+	// positions' count and its positions (16 bits each, weightless).
+	bin []byte
+	// lexemes is the number of entries, bytes their lexemes' bytes.
+	lexemes, bytes int
+}
+
+// buildTerms returns text's index terms: the tsvector literal, and with
+// bin the tsvector's entries in binary form too (what an append sends, so
+// that neither it nor the server parses the literal again). Every append
+// runs it on each message: the lexemes are numbered in the order they
+// first occur, their positions gathered in one slice, and the literal
+// written into one buffer in the lexemes' order, all of them scratch
+// reused from one call to the next (the literal, and bin, are the
+// allocations).
+func buildTerms(text string, bin bool) builtTerms {
 	lossy := int16(exact)
 	if len(text) > maxIndexText {
 		text, lossy = text[:maxIndexText], partialLexs
@@ -111,6 +131,10 @@ func indexTerms(text string) (string, int16) {
 	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(sc.lexs[a], sc.lexs[b]) })
 	sc.order = order
 	b := slices.Grow(sc.buf[:0], bytes+3*len(sc.lexs)+6*len(pos))
+	var tb []byte
+	if bin {
+		tb = make([]byte, 0, bytes+3*len(sc.lexs)+2*len(pos))
+	}
 	for i, id := range order {
 		tok := sc.lexs[id]
 		if i > 0 {
@@ -121,7 +145,8 @@ func indexTerms(text string) (string, int16) {
 		b = append(b, '\'')
 		b = append(b, tok...)
 		b = append(b, '\'')
-		for j, p := range pos[starts[id]:starts[id+1]] {
+		ps := pos[starts[id]:starts[id+1]]
+		for j, p := range ps {
 			if j == 0 {
 				b = append(b, ':')
 			} else {
@@ -129,9 +154,16 @@ func indexTerms(text string) (string, int16) {
 			}
 			b = strconv.AppendInt(b, int64(p), 10)
 		}
+		if bin {
+			tb = append(append(tb, tok...), 0)
+			tb = be.AppendUint16(tb, uint16(len(ps)))
+			for _, p := range ps {
+				tb = be.AppendUint16(tb, uint16(p))
+			}
+		}
 	}
 	sc.buf = b
-	return string(b), lossy
+	return builtTerms{lit: string(b), lossy: lossy, bin: tb, lexemes: len(order), bytes: bytes}
 }
 
 // indexScratch is indexTerms' working memory.

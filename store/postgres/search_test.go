@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -195,6 +196,13 @@ func TestIndexTermsSame(t *testing.T) {
 		want = strings.Join(lexemes, " ")
 		if got != want || gotLossy != wantLossy {
 			t.Errorf("indexTerms(%.40q) = %.80q, %d; before %.80q, %d", text, got, gotLossy, want, wantLossy)
+		}
+		// The binary form an append sends is the literal's.
+		bt := buildTerms(text, true)
+		lit, nlex, lexemeBytes := appendTSVector(nil, got)
+		if bt.lit != got || bt.lossy != gotLossy || !bytes.Equal(bt.bin, lit[4:]) || bt.lexemes != nlex || bt.bytes != lexemeBytes {
+			t.Errorf("buildTerms(%.40q): %d lexemes of %d bytes, binary %.40x; the literal's %d of %d, %.40x",
+				text, bt.lexemes, bt.bytes, bt.bin, nlex, lexemeBytes, lit[4:])
 		}
 	}
 }
