@@ -40,14 +40,19 @@ start_postgres() {
 # stream of durable writes (README, Speed), by ALTER SYSTEM and a reload,
 # no restart: checkpoints every 15 minutes or 4 GB of WAL rather than 5
 # minutes or 1 GB (each checkpoint writes the dirty pages, and the first
-# change of each page after it logs the whole page: issue 19's append
-# bench, at ~4 KB of WAL a message, outgrew 1 GB every few minutes), 1 GB
-# of WAL files kept for reuse rather than 80 MB (a burst of appends past
-# them stops at a commit to create and zero-fill a 16 MB file, 2% of the
-# server's CPU in that bench), and full-page images compressed (lz4 where
-# the server has it). Durability is untouched: fsync, synchronous_commit
-# and full_page_writes keep their defaults (on). MNEME_PG_TUNE=0 resets
-# these settings to the server's defaults, for a comparison.
+# change of each page after it logs the whole page; issue 19's append
+# bench writes ~4 KB of WAL a message), 1 GB of WAL files kept for reuse
+# rather than 80 MB (a commit that finds none to reuse creates and
+# zero-fills a 16 MB file: 2% of the server's CPU in that bench with the
+# defaults, a third while none was left), and full-page images compressed
+# (lz4 where the server has it). Durability is untouched: fsync,
+# synchronous_commit and full_page_writes keep their defaults (on).
+# Measured on a shared 2-core machine: 16 rounds of that bench with these
+# settings were no faster than 16 without, beyond the load's noise, and
+# overlapped 1 checkpoint against 3. (start_postgres's DROP DATABASE makes
+# PostgreSQL checkpoint at once: one checkpoint per test run of anyone
+# sharing the server.) MNEME_PG_TUNE=0 resets these settings to the
+# server's defaults, for a comparison.
 tune_postgres() {
   local q="su postgres -c"
   local settings
