@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/mnemehq/mneme/message"
@@ -162,6 +163,7 @@ func (t *Thread) chooseHits(ctx context.Context, ts *threadState, hits []store.H
 		}
 	}
 	nb := t.newNeighbourhoods(near)
+	nb.ts = ts
 	primary := 0
 	for _, h := range hits {
 		if primary == p.RecallTopK {
@@ -170,7 +172,7 @@ func (t *Thread) chooseHits(ctx context.Context, ts *threadState, hits []store.H
 		if h.Score < p.RecallMinScore || !usable(h.Seq) {
 			continue
 		}
-		evs, err := nb.around(ctx, h.Seq)
+		evs, err := nb.around(ctx, h.Seq, h.Ref)
 		if err != nil {
 			continue
 		}
@@ -298,11 +300,78 @@ const recallNeighbourhood = 4
 // auto-recall's CPU on a 500-message thread: a hundred hits' neighbourhoods
 // overlap, and each Load decodes (or queries) its events again.
 type neighbourhoods struct {
-	t      *Thread
+	t *Thread
+	// ts, when set, keeps what is read (ts.recall), and that serves the
+	// reads it holds.
+	ts     *threadState
 	groups []seqSpan // sorted, disjoint
 	evs    [][]store.Event
 	err    []error
 	done   []bool
+	kept   []bool // the group's events came from ts.recall
+}
+
+// keptRecall is the events a thread's state keeps of what auto-recall read
+// around its hits (neighbourhoods), by seq: the next requests' recalls read
+// the same neighbourhoods again, and a SQLite Load decodes every event it
+// returns (the first recall after a stale block was dropped read 480
+// events of a 500-message thread again, 5 to 10 ms of the request). An
+// event is the log's at its seq until the log is deleted, when the state
+// is cleared; a hit whose ref is not the kept event's (the log was deleted
+// and written again by another process) drops them. They are bounded per
+// state (maxRecallEvs) and across the Engine's states
+// (maxRecallKeptTokens), and dropped with the state.
+type keptRecall struct {
+	evs    map[int64]store.Event
+	tokens int64
+	total  *atomic.Int64 // the Engine's recallKept; nil: nothing is kept
+}
+
+const (
+	maxRecallEvs        = 2048
+	maxRecallKeptTokens = 4_000_000
+)
+
+func (k *keptRecall) drop() {
+	if k.total != nil {
+		k.total.Add(-k.tokens)
+	}
+	k.evs, k.tokens = nil, 0
+}
+
+// keep adds evs, within the bounds: past them the state's events are
+// dropped first, and when the Engine's are still passed, none is kept.
+func (k *keptRecall) keep(evs []store.Event) {
+	if k.total == nil {
+		return
+	}
+	var tok int64
+	for i := range evs {
+		tok += eventWeight(&evs[i])
+	}
+	if len(k.evs)+len(evs) > maxRecallEvs || k.total.Load()+tok > maxRecallKeptTokens {
+		k.drop()
+		if len(evs) > maxRecallEvs || k.total.Load()+tok > maxRecallKeptTokens {
+			return
+		}
+	}
+	if k.evs == nil {
+		k.evs = make(map[int64]store.Event, len(evs))
+	}
+	for _, ev := range evs {
+		if _, ok := k.evs[ev.Seq]; !ok {
+			k.evs[ev.Seq] = ev
+			w := eventWeight(&ev)
+			k.tokens += w
+			k.total.Add(w)
+		}
+	}
+}
+
+// eventWeight is what an event kept costs against the bound: its tokens,
+// or its data's size for an event without (a note).
+func eventWeight(ev *store.Event) int64 {
+	return int64(max(ev.Tokens, len(ev.Data)/4)) + 1
 }
 
 // seqSpan is the seqs [from, to].
@@ -335,31 +404,78 @@ func (t *Thread) newNeighbourhoods(seqs []int64) *neighbourhoods {
 		}
 		nb.groups = append(nb.groups, sp)
 	}
-	nb.evs, nb.err, nb.done = make([][]store.Event, len(nb.groups)), make([]error, len(nb.groups)), make([]bool, len(nb.groups))
+	nb.evs, nb.err, nb.done, nb.kept = make([][]store.Event, len(nb.groups)), make([]error, len(nb.groups)), make([]bool, len(nb.groups)), make([]bool, len(nb.groups))
 	return nb
 }
 
+// load returns what Load(from, n) returns of the thread's log as the state
+// knows it: from the state's kept events when they hold every seq of it,
+// else from the store, keeping what it read. kept reports the former.
+func (nb *neighbourhoods) load(ctx context.Context, from int64, n int) (evs []store.Event, kept bool, err error) {
+	ts := nb.ts
+	if ts != nil && ts.recall.evs != nil && ts.st != nil {
+		if to := min(from+int64(n)-1, ts.logSeq()); to >= from {
+			out := make([]store.Event, 0, to-from+1)
+			for s := from; s <= to; s++ {
+				ev, ok := ts.recall.evs[s]
+				if !ok {
+					break
+				}
+				out = append(out, ev)
+			}
+			if int64(len(out)) == to-from+1 {
+				return out, true, nil
+			}
+		}
+	}
+	evs, err = nb.t.m.store.Load(ctx, nb.t.tenant, nb.t.id, from, n)
+	if err == nil && ts != nil {
+		ts.recall.keep(evs)
+	}
+	return evs, false, err
+}
+
 // around returns the events of seq's neighbourhood: what
-// Load(neighbourhoodOf(seq).from, 2*recallNeighbourhood+1) returns.
-func (nb *neighbourhoods) around(ctx context.Context, seq int64) ([]store.Event, error) {
+// Load(neighbourhoodOf(seq).from, 2*recallNeighbourhood+1) returns. ref,
+// when set, is the ref of the event at seq (the hit's): kept events that
+// say otherwise are not this log's, and are dropped.
+func (nb *neighbourhoods) around(ctx context.Context, seq int64, ref string) ([]store.Event, error) {
+	evs, kept, err := nb.aroundOnce(ctx, seq)
+	if err != nil || !kept || ref == "" {
+		return evs, err
+	}
+	if i := slices.IndexFunc(evs, func(e store.Event) bool { return e.Seq == seq }); i >= 0 && evs[i].Ref == ref {
+		return evs, nil
+	}
+	nb.ts.recall.drop()
+	for i := range nb.groups {
+		if nb.kept[i] {
+			nb.done[i], nb.kept[i] = false, false
+		}
+	}
+	evs, _, err = nb.aroundOnce(ctx, seq)
+	return evs, err
+}
+
+func (nb *neighbourhoods) aroundOnce(ctx context.Context, seq int64) ([]store.Event, bool, error) {
 	sp := neighbourhoodOf(seq)
 	i, _ := slices.BinarySearchFunc(nb.groups, sp.from, func(g seqSpan, from int64) int { return cmp.Compare(g.to, from) })
 	if i == len(nb.groups) || nb.groups[i].from > sp.from || nb.groups[i].to < sp.to {
 		// Not among the seqs it was made for.
-		return nb.t.m.store.Load(ctx, nb.t.tenant, nb.t.id, sp.from, 2*recallNeighbourhood+1)
+		return nb.load(ctx, sp.from, 2*recallNeighbourhood+1)
 	}
 	if !nb.done[i] {
 		g := nb.groups[i]
-		nb.evs[i], nb.err[i] = nb.t.m.store.Load(ctx, nb.t.tenant, nb.t.id, g.from, int(g.to-g.from+1))
+		nb.evs[i], nb.kept[i], nb.err[i] = nb.load(ctx, g.from, int(g.to-g.from+1))
 		nb.done[i] = true
 	}
 	if nb.err[i] != nil {
-		return nil, nb.err[i]
+		return nil, false, nb.err[i]
 	}
 	evs := nb.evs[i]
 	lo, _ := slices.BinarySearchFunc(evs, sp.from, func(e store.Event, s int64) int { return cmp.Compare(e.Seq, s) })
 	hi, _ := slices.BinarySearchFunc(evs, sp.to+1, func(e store.Event, s int64) int { return cmp.Compare(e.Seq, s) })
-	return evs[lo:hi], nil
+	return evs[lo:hi], nb.kept[i], nil
 }
 
 // recallQ is what auto-recall searches with: the current request and the

@@ -103,7 +103,7 @@ func TestNeighbourhoods(t *testing.T) {
 		seqs = append(seqs, 1, 2, 700)
 		nb := th.newNeighbourhoods(seqs)
 		for _, s := range append(seqs, 1+r.Int64N(700)) {
-			got, err := nb.around(ctx, s)
+			got, err := nb.around(ctx, s, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,6 +121,117 @@ func TestNeighbourhoods(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNeighbourhoodsKept: neighbourhoods that keep what they read in the
+// thread's state serve later reads from it exactly as Load would, across
+// recalls, and a hit whose ref is not the kept event's (the log was deleted
+// and written again behind the state) reads the log again.
+func TestNeighbourhoodsKept(t *testing.T) {
+	ctx := context.Background()
+	st := &loadCounter{Store: inmem.New()}
+	m, err := Open(ctx, Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	write := func(prefix string) {
+		t.Helper()
+		var evs []store.Event
+		for i := 0; i < 300; i++ {
+			if i%7 == 3 {
+				evs = append(evs, store.Event{Kind: store.KindNote, Data: []byte(`{"text":"n"}`)})
+				continue
+			}
+			evs = append(evs, store.Event{Kind: store.KindMessage, Message: ptr(message.NewText(message.User, fmt.Sprint(prefix, i)))})
+		}
+		if _, err := st.Append(ctx, "default", "nb", 0, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("m")
+	th := m.Thread("default", "nb")
+	ts, err := th.load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(nb *neighbourhoods, s int64) {
+		t.Helper()
+		want, err := st.Store.Load(ctx, "default", "nb", max(1, s-recallNeighbourhood), 2*recallNeighbourhood+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := ""
+		for _, e := range want {
+			if e.Seq == s {
+				ref = e.Ref
+			}
+		}
+		got, err := nb.around(ctx, s, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("seq %d: %d events, Load gives %d", s, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].Seq != want[i].Seq || got[i].Kind != want[i].Kind || got[i].Ref != want[i].Ref {
+				t.Fatalf("seq %d: event %d is %d %s %s, Load's %d %s %s", s, i, got[i].Seq, got[i].Kind, got[i].Ref, want[i].Seq, want[i].Kind, want[i].Ref)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 19))
+	rounds := func(n int) {
+		for round := 0; round < n; round++ {
+			var seqs []int64
+			for n := r.IntN(40); n > 0; n-- {
+				seqs = append(seqs, 1+r.Int64N(300))
+			}
+			seqs = append(seqs, 1, 300)
+			nb := th.newNeighbourhoods(seqs)
+			nb.ts = ts
+			for _, s := range append(seqs, 1+r.Int64N(300)) {
+				check(nb, s)
+			}
+		}
+	}
+	rounds(20)
+	loads := st.loads
+	nb := th.newNeighbourhoods([]int64{1, 150, 300})
+	nb.ts = ts
+	for _, s := range []int64{1, 150, 300} {
+		check(nb, s)
+	}
+	if st.loads != loads {
+		t.Errorf("%d Loads for neighbourhoods read before, want none", st.loads-loads)
+	}
+	// Behind the state's back: the same seqs, other events.
+	if err := st.DeleteThread(ctx, "default", "nb"); err != nil {
+		t.Fatal(err)
+	}
+	write("x")
+	rounds(5)
+	if m.recallKept.Load() == 0 || m.recallKept.Load() != ts.recall.tokens {
+		t.Errorf("the Engine counts %d tokens kept, the state %d", m.recallKept.Load(), ts.recall.tokens)
+	}
+	m.unlock(ts)
+	if err := th.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.recallKept.Load(); n != 0 {
+		t.Errorf("%d tokens still counted as kept after the thread was deleted", n)
+	}
+}
+
+// loadCounter counts Loads.
+type loadCounter struct {
+	store.Store
+	loads int
+}
+
+func (c *loadCounter) Load(ctx context.Context, tenant, thread string, from int64, limit int) ([]store.Event, error) {
+	c.loads++
+	return c.Store.Load(ctx, tenant, thread, from, limit)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -157,6 +157,10 @@ type Engine struct {
 	idle    list.List // unpinned states, most recently used first
 
 	purge purgeState // background purges after deletions (retention.go)
+
+	// recallKept is what the states keep for auto-recall, in tokens
+	// (keptRecall).
+	recallKept atomic.Int64
 }
 
 type threadKey struct{ tenant, id string }
@@ -269,7 +273,7 @@ func (m *Engine) pin(k threadKey) *threadState {
 	defer m.mu.Unlock()
 	ts := m.threads[k]
 	if ts == nil {
-		ts = &threadState{key: k}
+		ts = &threadState{key: k, recall: keptRecall{total: &m.recallKept}}
 		m.threads[k] = ts
 	}
 	m.pinLocked(ts)
@@ -331,6 +335,7 @@ func (m *Engine) evictLocked() {
 		}
 		ts := m.idle.Remove(e).(*threadState)
 		ts.idle = nil
+		ts.recall.drop()
 		delete(m.threads, ts.key)
 	}
 }

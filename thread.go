@@ -60,6 +60,9 @@ type threadState struct {
 	// that seq, at that compaction count, and found nothing to show.
 	recallTried int64
 	recallAt    int
+	// recall keeps the events auto-recall read around its hits for the
+	// next requests' recalls (see keptRecall).
+	recall keptRecall
 }
 
 // deferral is a turn's claim on the pending events of its state (guarded
@@ -147,6 +150,7 @@ func (ts *threadState) clear() {
 	}
 	ts.pending, ts.owner = nil, nil
 	ts.recallTried, ts.recallAt = 0, 0
+	ts.recall.drop()
 	ts.st, ts.buf = nil, buffer{}
 	ts.snap = snapState{writing: ts.snap.writing}
 }
