@@ -14,7 +14,8 @@ import (
 
 // The archive index is written in batches (log.go): an Append writes its
 // messages' index terms to events_terms, those past the index's mark are
-// its queue, and a search first moves the queue into the index. These tests check what the conformance suite
+// its queue, and a search reads a short queue beside the index or moves it
+// into the index first. These tests check what the conformance suite
 // cannot see: the queue is used, it survives a restart, it is emptied in
 // batches, and a deleted thread leaves nothing in it.
 

@@ -180,9 +180,11 @@ const indexBatch = 512
 // group's transaction, so as durable as the message), which searches of
 // small threads read directly; events_fts indexes the rows up to
 // events_fts_mark.upto, and the rows past it are the queue. A group commit
-// moves the queue into events_fts once indexBatch messages are queued, and
-// a search that uses the index first moves whatever is queued
-// (catchUpIndex), so that it sees every acknowledged message. Written per
+// moves the queue into events_fts once indexBatch messages are queued. A
+// thread's search that uses the index reads the thread's queued rows beside
+// it while the queue is short (search.go, readQueued); a longer queue, or
+// any before a tenant's search, is moved first (catchUpIndex): either way
+// a search sees every acknowledged message. Written per
 // group, FTS5 flushed a small segment at every commit and merged them
 // again: more than a third of the writer's CPU with 32 threads appending.
 // The queue is a mark rather than a table of its own (schema 7): a copy of
