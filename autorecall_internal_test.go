@@ -111,14 +111,7 @@ func TestNeighbourhoods(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != len(want) {
-				t.Fatalf("seq %d: %d events, Load gives %d", s, len(got), len(want))
-			}
-			for i := range got {
-				if got[i].Seq != want[i].Seq || got[i].Kind != want[i].Kind || got[i].Ref != want[i].Ref {
-					t.Fatalf("seq %d: event %d is %d %s, Load's %d %s", s, i, got[i].Seq, got[i].Kind, want[i].Seq, want[i].Kind)
-				}
-			}
+			sameEvents(t, s, got, want)
 		}
 	}
 }
@@ -171,14 +164,7 @@ func TestNeighbourhoodsKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != len(want) {
-			t.Fatalf("seq %d: %d events, Load gives %d", s, len(got), len(want))
-		}
-		for i := range got {
-			if got[i].Seq != want[i].Seq || got[i].Kind != want[i].Kind || got[i].Ref != want[i].Ref {
-				t.Fatalf("seq %d: event %d is %d %s %s, Load's %d %s %s", s, i, got[i].Seq, got[i].Kind, got[i].Ref, want[i].Seq, want[i].Kind, want[i].Ref)
-			}
-		}
+		sameEvents(t, s, got, want)
 	}
 	r := rand.New(rand.NewPCG(3, 19))
 	rounds := func(n int) {
@@ -235,3 +221,17 @@ func (c *loadCounter) Load(ctx context.Context, tenant, thread string, from int6
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sameEvents fails unless got, read around seq, is want (Load's) event by
+// event: seq, kind and ref.
+func sameEvents(t *testing.T, seq int64, got, want []store.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("seq %d: %d events, Load gives %d", seq, len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Seq != want[i].Seq || got[i].Kind != want[i].Kind || got[i].Ref != want[i].Ref {
+			t.Fatalf("seq %d: event %d is %d %s %s, Load's %d %s %s", seq, i, got[i].Seq, got[i].Kind, got[i].Ref, want[i].Seq, want[i].Kind, want[i].Ref)
+		}
+	}
+}

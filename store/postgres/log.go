@@ -181,7 +181,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 // yields their rows one at a time), not in FROM: a function scan stores
 // every row in a tuplestore first, a copy of each message, its terms and
 // its tsvector (a tenth of what the insert's indexes cost the server).
-const groupSQL = `WITH r AS (
+var groupSQL = `WITH r AS (
 	SELECT tenant COLLATE "C" AS tenant, thread COLLATE "C" AS thread, after, n, msgs, tokens, req, now
 	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::bigint[])
 		AS u(tenant, thread, after, n, msgs, tokens, req, now)
@@ -203,17 +203,24 @@ const groupSQL = `WITH r AS (
 	SELECT min(r.req) FROM created c JOIN r ON r.tenant = c.tenant AND r.thread = c.id AND r.after = 0
 	GROUP BY c.tenant, c.id
 ), ins AS (
-	INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy, tsv)
-	SELECT r.tenant, r.thread, e.seq, e.kind, e.at, e.ref, e.role, e.tool, e.tokens, e.message, e.data, e.terms, e.lossy, e.tsv
-	FROM (SELECT unnest($9::int[]) AS req, unnest($10::bigint[]) AS seq, unnest($11::text[]) AS kind,
-		unnest($12::bigint[]) AS at, unnest($13::text[]) AS ref, unnest($14::text[]) AS role,
-		unnest($15::text[]) AS tool, unnest($16::int[]) AS tokens, unnest($17::text[]) AS message,
-		unnest($18::text[]) AS data, unnest($19::text[]) AS terms, unnest($20::smallint[]) AS lossy,
-		unnest($21::tsvector[]) AS tsv) e
+` + insertGroupEvents("r.tenant, r.thread") + `
 	JOIN r ON r.req = e.req
 	WHERE e.req IN (SELECT req FROM won)
 )
 SELECT req FROM won`
+
+// insertGroupEvents is the events' insert both group statements end
+// with, from their arrays ($9 to $21), each event's thread named by
+// thread (the columns of the request it joins).
+func insertGroupEvents(thread string) string {
+	return `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy, tsv)
+	SELECT ` + thread + `, e.seq, e.kind, e.at, e.ref, e.role, e.tool, e.tokens, e.message, e.data, e.terms, e.lossy, e.tsv
+	FROM (SELECT unnest($9::int[]) AS req, unnest($10::bigint[]) AS seq, unnest($11::text[]) AS kind,
+		unnest($12::bigint[]) AS at, unnest($13::text[]) AS ref, unnest($14::text[]) AS role,
+		unnest($15::text[]) AS tool, unnest($16::int[]) AS tokens, unnest($17::text[]) AS message,
+		unnest($18::text[]) AS data, unnest($19::text[]) AS terms, unnest($20::smallint[]) AS lossy,
+		unnest($21::tsvector[]) AS tsv) e`
+}
 
 // groupMoveSQL is groupSQL for a group whose requests all append to
 // threads that exist (no after is 0), as nearly every group does: without
@@ -222,7 +229,7 @@ SELECT req FROM won`
 // one-message group). It takes groupSQL's arguments and answers as it
 // does: UPDATE ... FROM moves a thread's row once however many requests
 // name it, and returns the one request that did.
-const groupMoveSQL = `WITH moved AS (
+var groupMoveSQL = `WITH moved AS (
 	UPDATE threads t SET last_seq = r.after + r.n, updated = GREATEST(t.updated, r.now),
 		messages = t.messages + r.msgs, tokens = t.tokens + r.tokens
 	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::bigint[])
@@ -230,13 +237,7 @@ const groupMoveSQL = `WITH moved AS (
 	WHERE t.tenant = r.tenant COLLATE "C" AND t.id = r.thread COLLATE "C" AND t.last_seq = r.after AND r.after > 0
 	RETURNING r.req, t.tenant, t.id
 ), ins AS (
-	INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data, terms, lossy, tsv)
-	SELECT m.tenant, m.id, e.seq, e.kind, e.at, e.ref, e.role, e.tool, e.tokens, e.message, e.data, e.terms, e.lossy, e.tsv
-	FROM (SELECT unnest($9::int[]) AS req, unnest($10::bigint[]) AS seq, unnest($11::text[]) AS kind,
-		unnest($12::bigint[]) AS at, unnest($13::text[]) AS ref, unnest($14::text[]) AS role,
-		unnest($15::text[]) AS tool, unnest($16::int[]) AS tokens, unnest($17::text[]) AS message,
-		unnest($18::text[]) AS data, unnest($19::text[]) AS terms, unnest($20::smallint[]) AS lossy,
-		unnest($21::tsvector[]) AS tsv) e
+` + insertGroupEvents("m.tenant, m.id") + `
 	JOIN moved m ON m.req = e.req
 )
 SELECT req FROM moved`

@@ -239,17 +239,7 @@ func TestGroupStatement(t *testing.T) {
 		want["a"][1] = "a2 second"
 	}
 	for thread, texts := range want {
-		evs, err := s.Load(ctx, "acme", thread, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, ev := range evs {
-			got = append(got, ev.Message.TextOf())
-		}
-		if strings.Join(got, "|") != strings.Join(texts, "|") {
-			t.Errorf("%s holds %q, want %q", thread, got, texts)
-		}
+		checkTexts(t, s, thread, texts)
 		if ti, err := s.Thread(ctx, "acme", thread); err != nil || ti.Messages != 2 || ti.Events != 2 {
 			t.Errorf("%s: %+v, %v; want 2 messages, 2 events", thread, ti, err)
 		}
@@ -311,17 +301,7 @@ func TestGroupStatementMixed(t *testing.T) {
 		t.Errorf("movers only, d ahead and a: %v, %v; want ErrConflict, nil", errs[0], errs[1])
 	}
 	for thread, want := range map[string][]string{"a": {"a1", "a2", third, "a4"}, "c": {"c1"}, "d": {"d1"}} {
-		evs, err := s.Load(ctx, "acme", thread, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, ev := range evs {
-			got = append(got, ev.Message.TextOf())
-		}
-		if strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Errorf("%s holds %q, want %q", thread, got, want)
-		}
+		checkTexts(t, s, thread, want)
 		if ti, err := s.Thread(ctx, "acme", thread); err != nil || ti.Messages != int64(len(want)) || ti.Events != int64(len(want)) {
 			t.Errorf("%s: %+v, %v; want %d messages", thread, ti, err, len(want))
 		}
@@ -580,5 +560,22 @@ func appendThreads(t *testing.T, s *postgres.Store, n int) {
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
+	}
+}
+
+// checkTexts checks that acme's thread holds messages of these texts, in
+// order.
+func checkTexts(t *testing.T, s store.Store, thread string, want []string) {
+	t.Helper()
+	evs, err := s.Load(ctx, "acme", thread, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.Message.TextOf())
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("%s holds %q, want %q", thread, got, want)
 	}
 }

@@ -193,7 +193,7 @@ const indexBatch = 512
 //
 // Rowids are max+1, so after the newest rows are deleted new ones could
 // reuse ids at or below the mark: DeleteThread lowers the mark to the
-// largest id left (lowerMark).
+// largest id left (markDeleted).
 
 // init registers mneme_scope(tenant, thread), the scope column's text
 // (scopeTerms), with which indexPending indexes the queue in one
@@ -226,12 +226,14 @@ func indexPending(ctx context.Context, tx execer) error {
 	return nil
 }
 
-// lowerMark lowers the index mark to the largest message id left, in the
-// transaction that deleted rows, so that the ids SQLite hands out next
-// (max+1) are past it and queued.
-func lowerMark(ctx context.Context, tx execer) error {
+// markDeleted, in the transaction that deleted a thread's rows, lowers
+// the index mark to the largest message id left, so that the ids SQLite
+// hands out next (max+1) are past it and queued, and counts the delete: a
+// thread made again under the deleted one's name is another to a search's
+// cache (schema.go, migration 10).
+func markDeleted(ctx context.Context, tx execer) error {
 	_, err := tx.ExecContext(ctx, `UPDATE events_fts_mark
-		SET upto = min(upto, COALESCE((SELECT max(id) FROM events), 0))`)
+		SET upto = min(upto, COALESCE((SELECT max(id) FROM events), 0)), deletes = deletes + 1`)
 	return err
 }
 
@@ -625,12 +627,7 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return store.ErrNotFound
 		}
-		if err := lowerMark(ctx, tx); err != nil {
-			return fmt.Errorf("sqlite: delete thread: %w", err)
-		}
-		// A thread made again under this name is another to a search's
-		// cache (schema.go, migration 10).
-		if _, err := tx.ExecContext(ctx, `UPDATE events_fts_mark SET deletes = deletes + 1`); err != nil {
+		if err := markDeleted(ctx, tx); err != nil {
 			return fmt.Errorf("sqlite: delete thread: %w", err)
 		}
 		return nil
