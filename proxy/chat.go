@@ -175,7 +175,16 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 // readBody reads a request body of at most limit bytes into one buffer of
 // its declared length (io.ReadAll grows from 512 bytes, copying a large
 // history a dozen times).
+//
+// A body its server read whole already (StoredBody) is taken as it is.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if sb, ok := r.Body.(interface{ StoredBody() []byte }); ok {
+		b := sb.StoredBody()
+		if int64(len(b)) > limit {
+			return nil, &http.MaxBytesError{Limit: limit}
+		}
+		return b, nil
+	}
 	body := http.MaxBytesReader(w, r.Body, limit)
 	if n := r.ContentLength; n > 0 && n <= limit {
 		buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))

@@ -12,23 +12,25 @@ import (
 )
 
 // openAIDialect speaks OpenAI Chat Completions.
-type openAIDialect struct{}
+// openAIDialect reads and writes Chat Completions; c (may be nil) caches
+// the messages it decodes and encodes.
+type openAIDialect struct{ c *message.Cache }
 
 func (openAIDialect) api() API     { return OpenAI }
 func (openAIDialect) path() string { return "/v1/chat/completions" }
 
 var errNoMessages = errors.New("messages: missing")
 
-func (openAIDialect) messages(req *object) ([]message.Message, error) {
+func (d openAIDialect) messages(req *object) ([]message.Message, error) {
 	raw := req.get("messages")
 	if raw == nil {
 		return nil, errNoMessages
 	}
-	return message.DecodeOpenAIMessages(raw)
+	return d.c.DecodeOpenAIMessages(raw)
 }
 
-func (openAIDialect) build(req *object, win []message.Message, recall bool) ([]byte, error) {
-	msgs, err := message.EncodeOpenAIMessages(win)
+func (d openAIDialect) build(req *object, win []message.Message, recall bool) ([]byte, error) {
+	msgs, err := d.c.EncodeOpenAIMessages(win)
 	if err != nil {
 		return nil, err
 	}

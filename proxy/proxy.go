@@ -14,6 +14,7 @@ import (
 
 	"github.com/mnemehq/mneme"
 	"github.com/mnemehq/mneme/internal/status"
+	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 )
 
@@ -80,6 +81,9 @@ type Proxy struct {
 	log       *slog.Logger
 	recall    recaller
 	forward   http.Handler
+	// cache keeps the messages of recent requests decoded and of recent
+	// windows encoded: a resend client's requests repeat them.
+	cache *message.Cache
 
 	inflight sync.WaitGroup
 }
@@ -89,7 +93,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Engine == nil {
 		return nil, errors.New("proxy: Config.Engine is required")
 	}
-	p := &Proxy{cfg: cfg, m: cfg.Engine, store: cfg.Engine.Store(), client: cfg.Client, log: cfg.Logger}
+	p := &Proxy{cfg: cfg, m: cfg.Engine, store: cfg.Engine.Store(), client: cfg.Client, log: cfg.Logger, cache: message.NewCache(0)}
 	var err error
 	if p.openai, err = baseURL(cfg.OpenAIUpstream, DefaultOpenAIUpstream); err != nil {
 		return nil, fmt.Errorf("proxy: openai upstream: %w", err)
@@ -158,7 +162,7 @@ func (p *Proxy) Handler() http.Handler {
 		defer p.inflight.Done()
 		switch {
 		case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
-			p.serveChat(w, r, openAIDialect{})
+			p.serveChat(w, r, openAIDialect{p.cache})
 		case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
 			p.serveChat(w, r, anthropicDialect{})
 		case r.URL.Path == countTokensPath && r.Method == http.MethodPost:

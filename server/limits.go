@@ -121,7 +121,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, mode bodyMode)
 		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		return true
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, s.maxBody), r.ContentLength, s.maxBody)
 	if err != nil {
 		// The deadline stays: the server discards the rest of the body
 		// before it answers, and must not wait for it. The connection is
@@ -148,10 +148,35 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, mode bodyMode)
 			return false
 		}
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = storedBody{bytes.NewReader(body), body}
 	r.ContentLength = int64(len(body))
 	return true
 }
+
+// readAll reads a body into one buffer of its declared length when it
+// declares one within limit (io.ReadAll grows from 512 bytes, copying a
+// large history a dozen times).
+func readAll(body io.Reader, declared, limit int64) ([]byte, error) {
+	if declared <= 0 || declared > limit {
+		return io.ReadAll(body)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, declared+bytes.MinRead))
+	_, err := buf.ReadFrom(body)
+	return buf.Bytes(), err
+}
+
+// storedBody is a body read whole (bodyStored). Handlers that want the
+// bytes take them from StoredBody instead of copying them again (the
+// proxy); they must not modify them.
+type storedBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (storedBody) Close() error { return nil }
+
+// StoredBody returns the whole body.
+func (b storedBody) StoredBody() []byte { return b.b }
 
 // looksJSON: a JSON content type, or none and a body that starts like JSON.
 func looksJSON(r *http.Request, body []byte) bool {

@@ -1,0 +1,390 @@
+package message
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// A resend client sends its whole history with every request, so nearly
+// every message the proxy decodes it decoded on the client's previous
+// request, and nearly every message of the window it encodes it encoded
+// for the previous model call. Cache remembers both, by content: a message
+// object's bytes for decoding, a message's content for encoding. A hit is
+// checked byte for byte (bytes.Equal, or every field the encoder reads), so
+// a hash collision costs a miss, never a wrong message; what a hit returns
+// is what decoding or encoding the same input returns.
+
+// DefaultCacheBytes bounds what a Cache holds when NewCache is given 0.
+const DefaultCacheBytes = 64 << 20
+
+// Cache is a bounded cache of decoded and encoded messages, safe for
+// concurrent use. The zero value is not usable; see NewCache.
+type Cache struct {
+	seed  maphash.Seed
+	limit int // bytes per generation
+
+	mu       sync.Mutex
+	cur, old generation
+}
+
+// generation is one half of the cache: entries move from old to cur when
+// used, and when cur fills, old is dropped and cur becomes old (what was not
+// used during a whole generation goes).
+type generation struct {
+	dec  map[decKey]*decEntry
+	enc  map[uint64]*encEntry
+	size int
+}
+
+type decKey struct {
+	api string
+	h   uint64
+}
+
+type decEntry struct {
+	raw []byte
+	m   Message
+}
+
+type encEntry struct {
+	m   Message // a clone of the message encoded
+	out []byte  // its OpenAI units, joined by commas
+}
+
+// NewCache returns a Cache holding about maxBytes of messages (their JSON
+// and their decoded strings); 0 means DefaultCacheBytes.
+func NewCache(maxBytes int) *Cache {
+	if maxBytes <= 0 {
+		maxBytes = DefaultCacheBytes
+	}
+	c := &Cache{seed: maphash.MakeSeed(), limit: maxBytes / 2}
+	c.cur = newGeneration()
+	c.old = newGeneration()
+	return c
+}
+
+func newGeneration() generation {
+	return generation{dec: map[decKey]*decEntry{}, enc: map[uint64]*encEntry{}}
+}
+
+// add accounts for n bytes added to cur, turning generations when it is
+// full. c.mu is held.
+func (c *Cache) add(n int) {
+	c.cur.size += n
+	if c.cur.size > c.limit {
+		c.old, c.cur = c.cur, newGeneration()
+	}
+}
+
+// DecodeOpenAIMessages is DecodeOpenAIMessages (the function) through the
+// cache. The messages share memory with the cache and with other callers'
+// messages: they must not be modified in place.
+func (c *Cache) DecodeOpenAIMessages(data []byte) ([]Message, error) {
+	s := scanner{data: data}
+	return decodeListCached(&s, decodeOpenAIMessage, c, apiOpenAI)
+}
+
+// DecodeAnthropicMessages is DecodeAnthropicMessages through the cache,
+// with the same caveat as DecodeOpenAIMessages.
+func (c *Cache) DecodeAnthropicMessages(data []byte) ([]Message, error) {
+	s := scanner{data: data}
+	return decodeListCached(&s, decodeAnthropicMessage, c, apiAnthropic)
+}
+
+// decodeListCached is decodeList taking each element that is an object
+// from the cache when its bytes are there. A miss decodes the element from
+// its own copy of the bytes, so that what the cache keeps (the raw values
+// a message holds are sub-slices of what it was decoded from) does not keep
+// the request's body alive. Any element that does not decode alone is
+// decoded in place, as decodeList does, for the same error.
+func decodeListCached(s *scanner, decode func(*scanner) (Message, error), c *Cache, api string) ([]Message, error) {
+	if c == nil {
+		return decodeList(s, decode)
+	}
+	if s.peek() != '[' {
+		return nil, &DecodeError{Index: -1, Field: "messages", Msg: "want an array of messages"}
+	}
+	var out []Message
+	idx := -1
+	err := s.array(func(i int) error {
+		idx = i
+		if s.peek() == '{' {
+			start := s.pos
+			end := skipObject(s.data, start)
+			raw := s.data[start:end]
+			if m, ok := c.decoded(api, raw); ok {
+				out = append(out, m)
+				s.pos = end
+				return nil
+			}
+			own := bytes.Clone(raw)
+			sub := scanner{data: own, depth: s.depth}
+			if m, err := decode(&sub); err == nil && sub.pos == len(own) {
+				c.keepDecoded(api, own, m)
+				out = append(out, m)
+				s.pos = end
+				return nil
+			}
+		}
+		m, err := decode(s)
+		if err != nil {
+			return err
+		}
+		out = append(out, m)
+		return nil
+	})
+	if err == nil {
+		idx = -1
+		err = s.end()
+	}
+	if err != nil {
+		err = atIndex(err, idx)
+		if de := err.(*DecodeError); de.Index < 0 && de.Field == "" {
+			de.Field = "messages"
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// skipObject returns the index after the object starting at d[i] ('{'),
+// or len(d) when it does not end. It does not validate: a hit must equal,
+// byte for byte, an object that decoded, and an object is self-delimiting,
+// so the strict scanner would have ended it at the same place.
+func skipObject(d []byte, i int) int {
+	depth := 0
+	for ; i < len(d); i++ {
+		switch d[i] {
+		case '"':
+			i = skipStr(d, i) - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return len(d)
+}
+
+// skipStr returns the index after the string starting at d[i] ('"'),
+// jumping from quote to quote and counting the backslashes before each.
+func skipStr(d []byte, i int) int {
+	for i++; i < len(d); {
+		q := bytes.IndexByte(d[i:], '"')
+		if q < 0 {
+			return len(d)
+		}
+		i += q
+		n := 0
+		for d[i-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return i + 1
+		}
+		i++
+	}
+	return len(d)
+}
+
+func (c *Cache) decoded(api string, raw []byte) (Message, bool) {
+	k := decKey{api, maphash.Bytes(c.seed, raw)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.cur.dec[k]
+	if e == nil {
+		if e = c.old.dec[k]; e == nil || !bytes.Equal(e.raw, raw) {
+			return Message{}, false
+		}
+		delete(c.old.dec, k)
+		c.old.size -= 2 * len(e.raw)
+		c.cur.dec[k] = e
+		c.add(2 * len(e.raw))
+		return e.m, true
+	}
+	if !bytes.Equal(e.raw, raw) {
+		return Message{}, false
+	}
+	return e.m, true
+}
+
+func (c *Cache) keepDecoded(api string, raw []byte, m Message) {
+	k := decKey{api, maphash.Bytes(c.seed, raw)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.cur.dec[k]; ok {
+		return
+	}
+	c.cur.dec[k] = &decEntry{raw: raw, m: m}
+	// The bytes, and about as much again for the decoded strings.
+	c.add(2 * len(raw))
+}
+
+// EncodeOpenAIMessages is EncodeOpenAIMessages (the function) through the
+// cache: each message's OpenAI units are taken from the cache when a
+// message of the same content was encoded before.
+func (c *Cache) EncodeOpenAIMessages(ms []Message) (json.RawMessage, error) {
+	if c == nil {
+		return EncodeOpenAIMessages(ms)
+	}
+	b := make([]byte, 0, encodedSize(ms))
+	b = append(b, '[')
+	n := 0
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	for i := range ms {
+		m := &ms[i]
+		h.Reset()
+		hashMessage(&h, m)
+		k := h.Sum64()
+		if out, ok := c.encoded(k, m); ok {
+			if len(out) > 0 {
+				if n > 0 {
+					b = append(b, ',')
+				}
+				n++
+				b = append(b, out...)
+			}
+			continue
+		}
+		units, err := openAIUnits(*m)
+		if err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		start := len(b)
+		for j, u := range units {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			if j == 0 {
+				start = len(b)
+			}
+			n++
+			if err := writeOpenAIUnit(&b, *m, u); err != nil {
+				return nil, fmt.Errorf("messages[%d]: %w", i, err)
+			}
+		}
+		if len(units) > 0 {
+			c.keepEncoded(k, m, b[start:])
+		}
+	}
+	return append(b, ']'), nil
+}
+
+func (c *Cache) encoded(k uint64, m *Message) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.cur.enc[k]
+	if e == nil {
+		if e = c.old.enc[k]; e == nil || !sameEncoding(&e.m, m) {
+			return nil, false
+		}
+		delete(c.old.enc, k)
+		c.old.size -= len(e.out)
+		c.cur.enc[k] = e
+		c.add(len(e.out))
+		return e.out, true
+	}
+	if !sameEncoding(&e.m, m) {
+		return nil, false
+	}
+	return e.out, true
+}
+
+func (c *Cache) keepEncoded(k uint64, m *Message, out []byte) {
+	e := &encEntry{m: m.Clone(), out: bytes.Clone(out)}
+	e.m.Time, e.m.Meta = time.Time{}, nil // not encoded
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cur.enc[k] = e
+	// The message's strings are shared with the caller's; the encoding is
+	// the cache's own.
+	c.add(len(e.out))
+}
+
+// hashMessage hashes what the OpenAI encoder reads of m: everything but
+// Time and Meta.
+func hashMessage(h *maphash.Hash, m *Message) {
+	h.WriteString(string(m.Role))
+	h.WriteByte(0)
+	h.WriteString(m.Name)
+	h.WriteByte(0)
+	hashWire(h, &m.Wire)
+	hashParts(h, m.Parts)
+}
+
+func hashParts(h *maphash.Hash, ps []Part) {
+	for i := range ps {
+		p := &ps[i]
+		h.WriteByte(1)
+		for _, s := range [...]string{string(p.Type), p.Text, p.ImageURL, p.Detail, p.ToolCallID, p.ToolName, p.Arguments, p.Signature} {
+			h.WriteString(s)
+			h.WriteByte(0)
+		}
+		if p.IsError {
+			h.WriteByte(1)
+		}
+		h.Write(p.Raw)
+		h.WriteByte(0)
+		hashWire(h, &p.Wire)
+		hashParts(h, p.Content)
+		h.WriteByte(2)
+	}
+}
+
+func hashWire(h *maphash.Hash, w *Wire) {
+	for _, s := range [...]string{w.API, w.Form, w.Role, w.Type} {
+		h.WriteString(s)
+		h.WriteByte(0)
+	}
+	// Map order varies: the members' count only (equality checks them).
+	h.WriteByte(byte(len(w.Extra)))
+	h.WriteByte(byte(len(w.Item)))
+}
+
+// sameEncoding reports whether a and b hold the same of everything the
+// encoder reads (all but Time and Meta). Strings that share memory compare
+// in constant time.
+func sameEncoding(a, b *Message) bool {
+	return a.Role == b.Role && a.Name == b.Name && sameWire(&a.Wire, &b.Wire) && sameParts(a.Parts, b.Parts)
+}
+
+func sameParts(a, b []Part) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for i := range a {
+		p, q := &a[i], &b[i]
+		if p.Type != q.Type || p.Text != q.Text || p.ImageURL != q.ImageURL || p.Detail != q.Detail ||
+			p.ToolCallID != q.ToolCallID || p.ToolName != q.ToolName || p.Arguments != q.Arguments ||
+			p.IsError != q.IsError || p.Signature != q.Signature || !bytes.Equal(p.Raw, q.Raw) ||
+			(p.Raw == nil) != (q.Raw == nil) || !sameWire(&p.Wire, &q.Wire) || !sameParts(p.Content, q.Content) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameWire(a, b *Wire) bool {
+	return a.API == b.API && a.Form == b.Form && a.Role == b.Role && a.Type == b.Type &&
+		sameRawMap(a.Extra, b.Extra) && sameRawMap(a.Item, b.Item)
+}
+
+func sameRawMap(a, b map[string]json.RawMessage) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || !bytes.Equal(v, w) || (v == nil) != (w == nil) {
+			return false
+		}
+	}
+	return true
+}
