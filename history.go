@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/mnemehq/mneme/message"
@@ -159,7 +161,7 @@ func (t *Thread) AppendHistory(ctx context.Context, msgs []message.Message, o Hi
 	if o.Append {
 		return t.appendTurn(ctx, msgs, o.Window, o.Defer)
 	}
-	req := requestProjection(msgs)
+	req := t.m.requests.project(threadKey{t.tenant, t.id}, msgs)
 	in := req.units
 	sys := req.system
 	lead := leadingSystem(msgs)
@@ -1075,4 +1077,125 @@ func (t *Thread) Parent(ctx context.Context) (string, error) {
 	}
 	defer t.m.unlock(ts)
 	return ts.proj.parent, nil
+}
+
+// A resend client's request is its previous request and a step more, so
+// projecting it whole hashes again, step by step, what the previous
+// request hashed. historyMemo keeps, per thread a request named, the last
+// request's messages (the engine's own copies) and units: the next request
+// projects only from the unit in which it stops being the same, message
+// for message (message.SameContent), as the last one. What it returns is
+// what requestProjection returns (TestHistoryMemoProjects).
+
+// historyMemoBytes bounds the text historyMemo keeps, per generation.
+const historyMemoBytes = 32 << 20
+
+// historyMemo is safe for concurrent use; its zero value is empty.
+type historyMemo struct {
+	mu       sync.Mutex
+	cur, old map[threadKey]*projMemo
+	size     int // the bytes of cur's messages
+}
+
+// projMemo is one request's projection: never modified once made.
+type projMemo struct {
+	msgs  []message.Message // copies (Clone) of the request's messages
+	cum   []int             // cum[i]: the bytes of msgs[:i]
+	units []unit
+}
+
+func (h *historyMemo) get(k threadKey) *projMemo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.cur[k]; p != nil {
+		return p
+	}
+	return h.old[k]
+}
+
+func (h *historyMemo) put(k threadKey, p *projMemo) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cur == nil {
+		h.cur = map[threadKey]*projMemo{}
+	}
+	if q := h.cur[k]; q != nil {
+		h.size -= q.cum[len(q.cum)-1]
+	}
+	h.cur[k] = p
+	h.size += p.cum[len(p.cum)-1]
+	if h.size > historyMemoBytes {
+		h.old, h.cur, h.size = h.cur, map[threadKey]*projMemo{}, 0
+	}
+}
+
+// project returns requestProjection(msgs), reusing the units of the last
+// request on thread k as far as it is the same as msgs.
+func (h *historyMemo) project(k threadKey, msgs []message.Message) projector {
+	prev := h.get(k)
+	same := 0
+	if prev != nil {
+		for same < len(prev.msgs) && same < len(msgs) && message.SameContent(&prev.msgs[same], &msgs[same]) {
+			same++
+		}
+	}
+	// Units before the last one that starts within the same messages were
+	// closed by the same message that closes them now: kept. The last one
+	// is projected again from its first message, as is the rest.
+	j := 0
+	if prev != nil {
+		for j < len(prev.units) && prev.units[j].first < int64(same) {
+			j++
+		}
+		j--
+	}
+	var u projector
+	from := 0
+	if j > 0 {
+		from = int(prev.units[j].first)
+		u.units = append(make([]unit, 0, len(msgs)), prev.units[:j]...)
+		u.started = true
+		// The leading system messages, as add reads them.
+		for i := 0; i < from; i++ {
+			m := &msgs[i]
+			if Hidden(m) {
+				continue
+			}
+			if m.Role != message.System {
+				break
+			}
+			u.leadSys = append(u.leadSys, *m)
+			u.system = append(u.system, *m)
+		}
+	} else {
+		u.units = make([]unit, 0, len(msgs))
+	}
+	for i := from; i < len(msgs); i++ {
+		u.add(&msgs[i], int64(i))
+	}
+	u.close()
+	if len(msgs) == 0 {
+		return u
+	}
+	p := &projMemo{msgs: make([]message.Message, len(msgs)), cum: make([]int, len(msgs)+1), units: slices.Clone(u.units)}
+	if prev != nil {
+		copy(p.msgs, prev.msgs[:same])
+		copy(p.cum, prev.cum[:same+1])
+	}
+	for i := same; i < len(msgs); i++ {
+		p.msgs[i] = msgs[i].Clone()
+		p.cum[i+1] = p.cum[i] + contentBytes(msgs[i].Parts)
+	}
+	h.put(k, p)
+	return u
+}
+
+// contentBytes approximates the memory a message's parts hold.
+func contentBytes(ps []message.Part) int {
+	n := 0
+	for i := range ps {
+		p := &ps[i]
+		n += 64 + len(p.Text) + len(p.ImageURL) + len(p.Arguments) + len(p.Raw) + len(p.ToolCallID) + len(p.ToolName) + len(p.Signature) + contentBytes(p.Content)
+	}
+	return n
 }

@@ -161,6 +161,10 @@ type Engine struct {
 	// recallKept is what the states keep for auto-recall, in tokens
 	// (keptRecall).
 	recallKept atomic.Int64
+
+	// requests keeps the last request's projection of recently named
+	// threads (history.go).
+	requests historyMemo
 }
 
 type threadKey struct{ tenant, id string }
