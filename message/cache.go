@@ -233,7 +233,24 @@ func (c *Cache) EncodeOpenAIMessages(ms []Message) (json.RawMessage, error) {
 	if c == nil {
 		return EncodeOpenAIMessages(ms)
 	}
-	b := make([]byte, 0, encodedSize(ms))
+	b, err := c.AppendOpenAIMessages(make([]byte, 0, encodedSize(ms)), ms)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// AppendOpenAIMessages appends what EncodeOpenAIMessages returns to b (a
+// request body being written); on error b is returned as it was given.
+func (c *Cache) AppendOpenAIMessages(b []byte, ms []Message) ([]byte, error) {
+	if c == nil {
+		out, err := EncodeOpenAIMessages(ms)
+		if err != nil {
+			return b, err
+		}
+		return append(b, out...), nil
+	}
+	b0 := b
 	b = append(b, '[')
 	n := 0
 	var h maphash.Hash
@@ -244,18 +261,16 @@ func (c *Cache) EncodeOpenAIMessages(ms []Message) (json.RawMessage, error) {
 		hashMessage(&h, m)
 		k := h.Sum64()
 		if out, ok := c.encoded(k, m); ok {
-			if len(out) > 0 {
-				if n > 0 {
-					b = append(b, ',')
-				}
-				n++
-				b = append(b, out...)
+			if n > 0 {
+				b = append(b, ',')
 			}
+			n++
+			b = append(b, out...)
 			continue
 		}
 		units, err := openAIUnits(*m)
 		if err != nil {
-			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+			return b0, fmt.Errorf("messages[%d]: %w", i, err)
 		}
 		start := len(b)
 		for j, u := range units {
@@ -267,7 +282,7 @@ func (c *Cache) EncodeOpenAIMessages(ms []Message) (json.RawMessage, error) {
 			}
 			n++
 			if err := writeOpenAIUnit(&b, *m, u); err != nil {
-				return nil, fmt.Errorf("messages[%d]: %w", i, err)
+				return b0, fmt.Errorf("messages[%d]: %w", i, err)
 			}
 		}
 		if len(units) > 0 {
@@ -289,9 +304,7 @@ func (c *Cache) encoded(k uint64, m *Message) ([]byte, bool) {
 		c.old.size -= len(e.out)
 		c.cur.enc[k] = e
 		c.add(len(e.out))
-		return e.out, true
-	}
-	if !sameEncoding(&e.m, m) {
+	} else if !sameEncoding(&e.m, m) {
 		return nil, false
 	}
 	return e.out, true

@@ -37,6 +37,11 @@ func checkCacheEncode(t *testing.T, c *Cache, ms []Message) {
 		if fmt.Sprint(err) != fmt.Sprint(werr) || !bytes.Equal(got, want) {
 			t.Fatalf("round %d: cached encode %q, %v\nuncached %q, %v", round, got, err, want, werr)
 		}
+		// Appended to a body: after what it holds, which an error leaves.
+		got, err = c.AppendOpenAIMessages([]byte(`{"messages":`), ms)
+		if fmt.Sprint(err) != fmt.Sprint(werr) || string(got) != `{"messages":`+string(want) {
+			t.Fatalf("round %d: appended %q, %v\nuncached %q, %v", round, got, err, want, werr)
+		}
 	}
 }
 

@@ -141,6 +141,49 @@ func (o *object) bytes() []byte {
 	return append(b, '}')
 }
 
+// bytesWith writes the object back with key's value written by val (as
+// set would place it: in place, or last when absent); size is about how
+// long that value will be.
+func (o *object) bytesWith(key string, size int, val func([]byte) ([]byte, error)) ([]byte, error) {
+	n := 2 + size
+	found := false
+	for _, f := range o.fields {
+		n += len(f.rawKey) + 2
+		if f.key != key {
+			n += len(f.val)
+		}
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	var err error
+	for i, f := range o.fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, f.rawKey...)
+		b = append(b, ':')
+		if f.key == key && !found {
+			found = true
+			if b, err = val(b); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		b = append(b, f.val...)
+	}
+	if !found {
+		if len(o.fields) > 0 {
+			b = append(b, ',')
+		}
+		q, _ := json.Marshal(key)
+		b = append(append(b, q...), ':')
+		if b, err = val(b); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
 func skipWS(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
 		i++

@@ -30,16 +30,16 @@ func (d openAIDialect) messages(req *object) ([]message.Message, error) {
 }
 
 func (d openAIDialect) build(req *object, win []message.Message, recall bool) ([]byte, error) {
-	msgs, err := d.c.EncodeOpenAIMessages(win)
-	if err != nil {
-		return nil, err
-	}
-	o := &object{fields: slices.Clone(req.fields)}
-	o.set("messages", msgs)
+	o := req
 	if recall {
+		o = &object{fields: slices.Clone(req.fields)}
 		o.set("tools", withRecallTools(req.get("tools"), OpenAI))
 	}
-	return o.bytes(), nil
+	// The window is written into the body in place of the client's
+	// messages, most often about as long.
+	return o.bytesWith("messages", len(req.get("messages"))+len(req.get("messages"))/8, func(b []byte) ([]byte, error) {
+		return d.c.AppendOpenAIMessages(b, win)
+	})
 }
 
 // responseOnly are the fields a response's message carries that a request's

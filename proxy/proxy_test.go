@@ -62,6 +62,31 @@ func TestObjectSetKeepsOrder(t *testing.T) {
 	}
 }
 
+// TestObjectBytesWith: writing a field's value in place gives what set
+// then bytes give, wherever the field is, and when it is absent.
+func TestObjectBytesWith(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","messages":[1],"tools":[{"x":1}],"z":null}`,
+		`{"messages":[1]}`,
+		`{"model":"m","stream":true,"messages" : [ 1 ]}`,
+		`{"model":"m"}`,
+		`{}`,
+	} {
+		o, err := parseObject([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := o.bytesWith("messages", 3, func(b []byte) ([]byte, error) { return append(b, `[2,3]`...), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.set("messages", []byte(`[2,3]`))
+		if want := o.bytes(); string(got) != string(want) {
+			t.Errorf("%s: got %s, want %s", body, got, want)
+		}
+	}
+}
+
 func msgs(spec ...string) []message.Message {
 	var out []message.Message
 	for i := 0; i+1 < len(spec); i += 2 {
