@@ -48,6 +48,9 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 		return false, nil
 	}
 	ts.recallTried, ts.recallAt = cur.Seq, st.Compactions()
+	if err := t.writeUnshown(ctx, ts); err != nil {
+		return false, err
+	}
 
 	// The block has a share of its own above the trigger (OverTrigger
 	// leaves it out), bounded by what the budget has left: it is never
@@ -67,21 +70,25 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 	if err != nil {
 		return false, err
 	}
-	ev := store.Event{Kind: store.KindNote, Data: b}
-	if ts.owner != nil && len(ts.pending) > 0 {
-		// A deferred request: the note goes into the log with it and its
-		// reply, in the same durable append.
-		ev.Seq, ev.At = st.LastSeq()+1, now().Round(0)
-		if err := t.applyAll(ts, []store.Event{ev}); err != nil {
-			ts.clear()
-			return false, err
-		}
-		ts.pending = append(ts.pending, ev)
-		return len(stale) > 0, nil
-	}
-	// On a conflict another writer moved the log: the next call recalls.
-	_, err = t.appendEvents(ctx, ts, []store.Event{ev}, func() ([]store.Event, error) { return nil, nil })
+	// A deferred request's note goes into the log with it and its reply
+	// (writeStep). On a conflict another writer moved the log: the next
+	// call recalls.
+	_, err = t.writeStep(ctx, ts, []store.Event{{Kind: store.KindNote, Data: b}}, func() ([]store.Event, error) { return nil, nil })
 	return err == nil && len(stale) > 0, err
+}
+
+// writeUnshown writes a deferred request's pending events (and the steps
+// deferred with them, writeStep) now when a message among them is not in
+// the window whole: the search reads the store, and must find it (a new
+// thread's first request whose history the step just left out).
+func (t *Thread) writeUnshown(ctx context.Context, ts *threadState) error {
+	for i := range ts.pending {
+		if ev := &ts.pending[i]; ev.Message != nil && !ts.st.Shown(ev.Seq) {
+			_, err := t.appendEvents(ctx, ts, nil, nil)
+			return err
+		}
+	}
+	return nil
 }
 
 // recallHits searches the archive with query and chooses, best first, the

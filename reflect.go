@@ -87,7 +87,7 @@ func (t *Thread) activateReflection(ctx context.Context, ts *threadState) (*Comp
 	if err != nil {
 		return nil, err
 	}
-	stored, err := t.appendEvents(ctx, ts, []store.Event{{Kind: store.KindReflected, Data: b}}, func() ([]store.Event, error) { return nil, nil })
+	stored, err := t.writeStep(ctx, ts, []store.Event{{Kind: store.KindReflected, Data: b}}, func() ([]store.Event, error) { return nil, nil })
 	if err != nil || len(stored) == 0 {
 		return nil, err
 	}

@@ -667,12 +667,21 @@ func (t *Thread) requestPolicy(ts *threadState, opts WindowOptions) *Policy {
 // compactLocked plans a compaction, writes it to the log and applies it;
 // then reflects when the memory block has grown past its threshold.
 func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.Request, force bool) (*CompactEvent, error) {
-	release, ok := t.lease(ctx, leaseCompact)
-	if !ok && t.awaitOtherCompaction(ctx, ts, req) {
-		return nil, nil // another replica compacts this thread
+	// The lease and the early write of a deferred request guard a model
+	// call (lease.go): a step that makes none takes neither, and on a
+	// deferred request its events go with the request and its reply, in
+	// one durable append (writeStep).
+	model := t.observesWithModel(ts)
+	release := func() {}
+	if model {
+		var ok bool
+		release, ok = t.lease(ctx, leaseCompact)
+		if !ok && t.awaitOtherCompaction(ctx, ts, req) {
+			return nil, nil // another replica compacts this thread
+		}
 	}
-	defer release()
-	if len(ts.pending) > 0 {
+	defer func() { release() }()
+	if model && len(ts.pending) > 0 {
 		// A deferred request is written before the summarizer is called:
 		// had another process written the thread meanwhile, the request
 		// would be dropped at the compaction's append, its observation
@@ -741,7 +750,7 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 	if err != nil || len(evs) == 0 {
 		return nil, err
 	}
-	stored, err := t.appendEvents(ctx, ts, withMemories(evs), func() ([]store.Event, error) {
+	stored, err := t.writeStep(ctx, ts, withMemories(evs), func() ([]store.Event, error) {
 		if !force && !ts.st.OverTrigger(req) {
 			return nil, nil // another writer compacted already
 		}
@@ -776,7 +785,7 @@ func (t *Thread) compactLocked(ctx context.Context, ts *threadState, req window.
 	ts.buf.prune(ts.st)
 	if t.m.buffering && !t.m.jobsFull() {
 		t.startReflect(ts) // the model condenses in the background
-	} else if r, err := t.reflectLocked(ctx, ts); err != nil {
+	} else if r, err := t.reflectInline(ctx, ts, model, &release); err != nil {
 		return nil, err
 	} else if r != nil {
 		ce.Reflected, ce.Seq = r, ts.st.LastSeq()
@@ -850,7 +859,7 @@ func (t *Thread) reflectLocked(ctx context.Context, ts *threadState) (*window.Re
 	if err != nil {
 		return nil, err
 	}
-	stored, err := t.appendEvents(ctx, ts, []store.Event{{Kind: store.KindReflected, Data: b}}, func() ([]store.Event, error) { return nil, nil })
+	stored, err := t.writeStep(ctx, ts, []store.Event{{Kind: store.KindReflected, Data: b}}, func() ([]store.Event, error) { return nil, nil })
 	if err != nil || len(stored) == 0 {
 		return nil, err
 	}
