@@ -56,10 +56,17 @@ func scopeHash(s string) string {
 // natural-language query (auto-recall's) finds most of a thread anyway.
 // What it reads is kept between searches (postingsCache), so that the next
 // search of the thread reads only the messages appended since. Past these
-// sizes the index finds the documents that hold a term.
+// sizes the index finds the documents that hold a term. The bound on
+// tokens is the cache's more than the first read's: at 100,000 a coding
+// agent's 500-message thread (120,000 tokens, most of them tool output)
+// took the index, and each of auto-recall's two searches a request ran
+// FTS5 over most of the thread, or first moved a new thread's queue into
+// the index, a write and an fsync on the request path, where the cache
+// reads the one or two messages appended since (BenchmarkProxyLatency,
+// sqlite/500).
 const (
 	scanMessages = 2_000
-	scanTokens   = 100_000
+	scanTokens   = 400_000
 )
 
 // searchPath is how a thread's search finds its candidates.
@@ -264,11 +271,16 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 	var (
 		ids   []int64
 		tally *fulltext.Tally
+		texts *hitTexts
 	)
 	if path == cachedThread {
 		path = readThread // unless the cache serves the search
 		if !filtered {
-			tally, ids, err = stmts.cache.search(ctx, stmts, tx, tenant, q.Thread, born, lastSeq, n, pq)
+			var done func()
+			tally, ids, texts, done, err = stmts.cache.search(ctx, stmts, tx, tenant, q.Thread, born, lastSeq, n, pq)
+			if done != nil {
+				defer done()
+			}
 			if err != nil {
 				return nil, fmt.Errorf("sqlite: search: %w", err)
 			}
@@ -280,7 +292,7 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 			return nil, err
 		}
 	}
-	return s.hits(ctx, stmts, tx, tenant, q, pq, limit, n, tally, ids)
+	return s.hits(ctx, stmts, tx, tenant, q, pq, limit, n, tally, ids, texts)
 }
 
 // readCandidates finds the candidates of a search by the index (useIndex)
@@ -376,8 +388,10 @@ func addCandidates(tally *fulltext.Tally, ids []int64, rows *sql.Rows, err error
 }
 
 // hits reads the texts of the ranked candidates, a page at a time, and
-// returns the first limit that hold the query's verbatim terms.
-func (s *Store) hits(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, limit int, n int64, tally *fulltext.Tally, ids []int64) ([]store.Hit, error) {
+// returns the first limit that hold the query's verbatim terms. texts,
+// when set, holds candidates' texts read by earlier searches, and keeps
+// those read now.
+func (s *Store) hits(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, limit int, n int64, tally *fulltext.Tally, ids []int64, texts *hitTexts) ([]store.Hit, error) {
 
 	// Texts are read a page of ranked candidates at a time, in one query
 	// each.
@@ -386,7 +400,7 @@ func (s *Store) hits(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant
 	// candidates as the pages take are ordered.
 	next, stop := iter.Pull(tally.Ranked(int(n)))
 	defer stop()
-	texts := tx.StmtContext(ctx, stmts.texts)
+	stmt := tx.StmtContext(ctx, stmts.texts)
 	for len(hits) < limit {
 		var ranked []fulltext.Scored
 		for range limit - len(hits) + 2 {
@@ -399,66 +413,89 @@ func (s *Store) hits(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant
 		if len(ranked) == 0 {
 			break
 		}
+		byID := make(map[int64]*hitText, len(ranked))
 		page := make([]int64, 0, len(ranked))
 		for _, r := range ranked {
-			page = append(page, ids[r.Index])
-		}
-		list, _ := json.Marshal(page)
-		rows, err := texts.QueryContext(ctx, string(list))
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: search: %w", err)
-		}
-		type stored struct {
-			hit    store.Hit
-			tenant string
-			js     string
-		}
-		byID := make(map[int64]*stored, len(page))
-		for rows.Next() {
-			var (
-				id        int64
-				st        stored
-				role      string
-				ref, tool sql.NullString
-				at        int64
-			)
-			if err := rows.Scan(&id, &st.tenant, &st.hit.Thread, &st.hit.Seq, &ref, &role, &tool, &at, &st.js); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlite: search: %w", err)
+			id := ids[r.Index]
+			if ht := texts.get(id); ht != nil {
+				byID[id] = ht
+			} else {
+				page = append(page, id)
 			}
-			st.hit.Ref, st.hit.Role, st.hit.Tool, st.hit.At = ref.String, message.Role(role), tool.String, backend.FromNanos(at)
-			byID[id] = &st
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("sqlite: search: %w", err)
+		if len(page) > 0 {
+			if err := readTexts(ctx, stmt, page, byID); err != nil {
+				return nil, err
+			}
 		}
 		for _, r := range ranked {
 			if len(hits) == limit {
 				break
 			}
-			st := byID[ids[r.Index]]
-			if st == nil {
+			ht := byID[ids[r.Index]]
+			if ht == nil {
 				return nil, fmt.Errorf("sqlite: search: indexed event %d is not in events", ids[r.Index])
 			}
-			h := st.hit
-			if st.tenant != tenant || (q.Thread != "" && h.Thread != q.Thread) {
+			h := ht.hit
+			if ht.tenant != tenant || (q.Thread != "" && h.Thread != q.Thread) {
 				continue // a scope hash collision
 			}
-			m, err := backend.DecodeMessage(st.js)
-			if err != nil {
-				return nil, fmt.Errorf("sqlite: search: event %s/%d: stored message: %w", h.Thread, h.Seq, err)
+			if !ht.decoded {
+				m, err := backend.DecodeMessage(ht.js)
+				if err != nil {
+					return nil, fmt.Errorf("sqlite: search: event %s/%d: stored message: %w", h.Thread, h.Seq, err)
+				}
+				ht.text, ht.js, ht.decoded = fulltext.SearchText(*m, h.At), "", true
+				texts.put(ids[r.Index], ht)
 			}
-			text := fulltext.SearchText(*m, h.At)
-			if !pq.MatchesVerbatim(text) {
+			if !pq.MatchesVerbatim(ht.text) {
 				continue
 			}
-			h.Snippet = fulltext.Snippet(text, pq, 0)
+			h.Snippet = fulltext.Snippet(ht.text, pq, 0)
 			h.Score = r.Score
 			hits = append(hits, h)
 		}
 	}
 	return hits, nil
+}
+
+// hitText is what a hit needs of its event: the hit without its score and
+// snippet, its tenant, and the text a search matches
+// (fulltext.SearchText).
+type hitText struct {
+	hit     store.Hit
+	tenant  string
+	js      string // the stored message, until decoded
+	text    string
+	decoded bool
+}
+
+// readTexts reads the events at ids with stmt, into byID.
+func readTexts(ctx context.Context, stmt *sql.Stmt, ids []int64, byID map[int64]*hitText) error {
+	list, _ := json.Marshal(ids)
+	rows, err := stmt.QueryContext(ctx, string(list))
+	if err != nil {
+		return fmt.Errorf("sqlite: search: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id        int64
+			ht        hitText
+			role      string
+			ref, tool sql.NullString
+			at        int64
+		)
+		if err := rows.Scan(&id, &ht.tenant, &ht.hit.Thread, &ht.hit.Seq, &ref, &role, &tool, &at, &ht.js); err != nil {
+			return fmt.Errorf("sqlite: search: %w", err)
+		}
+		ht.hit.Ref, ht.hit.Role, ht.hit.Tool, ht.hit.At = ref.String, message.Role(role), tool.String, backend.FromNanos(at)
+		byID[id] = &ht
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlite: search: %w", err)
+	}
+	return nil
 }
 
 // The postings cache (cachedThread). A small thread's search would read
@@ -522,6 +559,7 @@ type threadPostings struct {
 	ids      []int64 // by seq-1: a message's event id, 0 for other events
 	lens     []int32 // by seq-1: a message's length in terms
 	postings map[string]*fulltext.Posting
+	texts    hitTexts
 
 	// While a search reads it: where a phrase's documents' terms are read.
 	ctx   context.Context
@@ -595,7 +633,11 @@ func eachBodyTerm(body []byte, fn func(tok []byte)) {
 // lastSeq and messages.
 // It returns a nil Tally when the entry cannot serve this snapshot: the
 // caller reads the thread instead.
-func (c *postingsCache) search(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant, thread string, born birth, lastSeq, messages int64, pq fulltext.ParsedQuery) (*fulltext.Tally, []int64, error) {
+//
+// With a Tally it returns the entry's hitTexts, valid in this snapshot, and
+// done, which the caller calls once it has read the hits: the entry stays
+// locked until then. done is nil when the Tally is.
+func (c *postingsCache) search(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant, thread string, born birth, lastSeq, messages int64, pq fulltext.ParsedQuery) (_ *fulltext.Tally, _ []int64, _ *hitTexts, done func(), _ error) {
 	key := [2]string{tenant, thread}
 	c.mu.Lock()
 	if c.threads == nil {
@@ -611,24 +653,78 @@ func (c *postingsCache) search(ctx context.Context, stmts *searchStmts, tx *sql.
 	c.mu.Unlock()
 
 	tp.mu.Lock()
-	defer tp.mu.Unlock()
 	ok, err := tp.update(ctx, stmts, tx, born, lastSeq, messages)
-	c.resize(key, tp, tp.terms)
+	c.resize(key, tp, tp.cost())
 	if err != nil || !ok {
-		return nil, nil, err
+		tp.mu.Unlock()
+		return nil, nil, nil, nil, err
 	}
 	tp.ctx, tp.tx, tp.stmts = ctx, tx, stmts
-	defer func() { tp.ctx, tp.tx, tp.stmts = nil, nil, nil }()
 	tally := pq.Tally()
 	seqs, err := tally.AddPostings(tp, nil)
+	tp.ctx, tp.tx, tp.stmts = nil, nil, nil
 	if err != nil {
-		return nil, nil, err
+		tp.mu.Unlock()
+		return nil, nil, nil, nil, err
 	}
 	ids := make([]int64, len(seqs))
 	for i, seq := range seqs {
 		ids[i] = tp.ids[seq-1]
 	}
-	return tally, ids, nil
+	return tally, ids, &tp.texts, func() {
+		c.resize(key, tp, tp.cost())
+		tp.mu.Unlock()
+	}, nil
+}
+
+// cost is what the entry counts against maxCachedTerms: its terms, and
+// its texts at about what a term costs.
+func (tp *threadPostings) cost() int64 { return tp.terms + tp.texts.bytes/12 }
+
+// hitTexts are the texts of a thread's events that its searches read for
+// their hits (hitText, by event id), kept in the thread's entry: the hits
+// of auto-recall's searches, two a request, are mostly the same events
+// from one request to the next, and reading their messages again (and
+// decoding them) was half of a search's time in a 500-message thread. An
+// event id names one event of the thread for the life the entry holds
+// (reset clears them with the postings), and the entry serves only
+// snapshots that hold its messages. They are bounded per entry
+// (maxThreadTexts) and weigh in the cache's bound.
+type hitTexts struct {
+	byID  map[int64]*hitText
+	bytes int64
+}
+
+const maxThreadTexts = 8 << 20
+
+// get returns the text kept for id, or nil.
+func (t *hitTexts) get(id int64) *hitText {
+	if t == nil {
+		return nil
+	}
+	return t.byID[id]
+}
+
+// put keeps ht (decoded) for id; past the bound, the texts kept so far go.
+func (t *hitTexts) put(id int64, ht *hitText) {
+	if t == nil {
+		return
+	}
+	if _, ok := t.byID[id]; ok {
+		return
+	}
+	n := int64(len(ht.text)+len(ht.tenant)+len(ht.hit.Thread)+len(ht.hit.Ref)+len(ht.hit.Tool)) + 96
+	if t.bytes+n > maxThreadTexts {
+		t.byID, t.bytes = nil, 0
+		if n > maxThreadTexts {
+			return
+		}
+	}
+	if t.byID == nil {
+		t.byID = map[int64]*hitText{}
+	}
+	t.byID[id] = ht
+	t.bytes += n
 }
 
 // resize sets the weight of key's entry tp to terms, and drops the least
@@ -694,6 +790,7 @@ func (tp *threadPostings) reset(born birth) {
 	tp.born, tp.lastSeq, tp.lastMsg, tp.lastID, tp.lastRef, tp.lastHash = born, 0, 0, 0, "", 0
 	tp.messages, tp.terms, tp.ids, tp.lens = 0, 0, nil, nil
 	tp.postings = map[string]*fulltext.Posting{}
+	tp.texts = hitTexts{}
 }
 
 // extend adds the messages past the last one held, after checking that

@@ -155,7 +155,10 @@ func TestSearchCache(t *testing.T) {
 	// A cache smaller than the threads together: entries go and come back.
 	c := &s.search.cache
 	c.mu.Lock()
-	all := c.terms // the three threads
+	var all int64 // the three threads' terms (their texts weigh too)
+	for _, e := range c.threads {
+		all += e.terms
+	}
 	c.max = all * 3 / 4
 	c.mu.Unlock()
 	held := map[int]bool{} // how many entries were held after a search
