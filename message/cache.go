@@ -253,13 +253,9 @@ func (c *Cache) AppendOpenAIMessages(b []byte, ms []Message) ([]byte, error) {
 	b0 := b
 	b = append(b, '[')
 	n := 0
-	var h maphash.Hash
-	h.SetSeed(c.seed)
 	for i := range ms {
 		m := &ms[i]
-		h.Reset()
-		hashMessage(&h, m)
-		k := h.Sum64()
+		k := c.hashMessage(m)
 		if out, ok := c.encoded(k, m); ok {
 			if n > 0 {
 				b = append(b, ',')
@@ -322,43 +318,52 @@ func (c *Cache) keepEncoded(k uint64, m *Message, out []byte) {
 }
 
 // hashMessage hashes what the OpenAI encoder reads of m: everything but
-// Time and Meta.
-func hashMessage(h *maphash.Hash, m *Message) {
-	h.WriteString(string(m.Role))
-	h.WriteByte(0)
-	h.WriteString(m.Name)
-	h.WriteByte(0)
-	hashWire(h, &m.Wire)
-	hashParts(h, m.Parts)
+// Time and Meta. Each string is hashed in one call (maphash.String runs
+// at memory speed; a maphash.Hash copies what it is written in small
+// blocks) and the results are mixed.
+func (c *Cache) hashMessage(m *Message) uint64 {
+	h := mix(0, c.str(string(m.Role)))
+	h = mix(h, c.str(m.Name))
+	h = c.hashWire(h, &m.Wire)
+	return c.hashParts(h, m.Parts)
 }
 
-func hashParts(h *maphash.Hash, ps []Part) {
+func (c *Cache) hashParts(h uint64, ps []Part) uint64 {
+	h = mix(h, uint64(len(ps)))
 	for i := range ps {
 		p := &ps[i]
-		h.WriteByte(1)
 		for _, s := range [...]string{string(p.Type), p.Text, p.ImageURL, p.Detail, p.ToolCallID, p.ToolName, p.Arguments, p.Signature} {
-			h.WriteString(s)
-			h.WriteByte(0)
+			h = mix(h, c.str(s))
 		}
 		if p.IsError {
-			h.WriteByte(1)
+			h = mix(h, 1)
 		}
-		h.Write(p.Raw)
-		h.WriteByte(0)
-		hashWire(h, &p.Wire)
-		hashParts(h, p.Content)
-		h.WriteByte(2)
+		h = mix(h, maphash.Bytes(c.seed, p.Raw))
+		h = c.hashWire(h, &p.Wire)
+		h = c.hashParts(h, p.Content)
 	}
+	return h
 }
 
-func hashWire(h *maphash.Hash, w *Wire) {
+func (c *Cache) hashWire(h uint64, w *Wire) uint64 {
 	for _, s := range [...]string{w.API, w.Form, w.Role, w.Type} {
-		h.WriteString(s)
-		h.WriteByte(0)
+		h = mix(h, c.str(s))
 	}
 	// Map order varies: the members' count only (equality checks them).
-	h.WriteByte(byte(len(w.Extra)))
-	h.WriteByte(byte(len(w.Item)))
+	return mix(h, uint64(len(w.Extra))<<32|uint64(len(w.Item)))
+}
+
+func (c *Cache) str(s string) uint64 {
+	if s == "" {
+		return 0
+	}
+	return maphash.String(c.seed, s)
+}
+
+// mix folds v into h (the multiply-rotate of a 64-bit hash combiner).
+func mix(h, v uint64) uint64 {
+	h ^= v + 0x9e3779b97f4a7c15 + h<<6 + h>>2
+	return h*0xbf58476d1ce4e5b9 ^ h>>31
 }
 
 // sameEncoding reports whether a and b hold the same of everything the

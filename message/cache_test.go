@@ -181,3 +181,39 @@ func TestCacheBounded(t *testing.T) {
 		t.Fatalf("%d entries kept in a 4 KB cache", n)
 	}
 }
+
+// BenchmarkCache: a resend request's 58 messages decoded, and its window
+// encoded, plain and through a warm cache (every message seen before).
+func BenchmarkCache(b *testing.B) {
+	data := benchRequest(58)
+	ms, err := DecodeOpenAIMessages(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := NewCache(0)
+	if _, err := c.DecodeOpenAIMessages(data); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.EncodeOpenAIMessages(ms); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		f    func() error
+	}{
+		{"decode/plain", func() error { _, err := DecodeOpenAIMessages(data); return err }},
+		{"decode/cached", func() error { _, err := c.DecodeOpenAIMessages(data); return err }},
+		{"encode/plain", func() error { _, err := EncodeOpenAIMessages(ms); return err }},
+		{"encode/cached", func() error { _, err := c.EncodeOpenAIMessages(ms); return err }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
