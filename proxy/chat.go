@@ -87,11 +87,14 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 		writeError(w, api, http.StatusBadRequest, "could not read the request body: "+err.Error())
 		return
 	}
-	if err := checkBody(body); err != nil {
+	req, err := p.checked.check(body)
+	if err != nil {
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return
 	}
-	req, err := parseChecked(body)
+	if req == nil {
+		req, err = parseChecked(body)
+	}
 	if err == nil {
 		err = checkFields(req)
 	}

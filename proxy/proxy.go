@@ -84,6 +84,9 @@ type Proxy struct {
 	// cache keeps the messages of recent requests decoded and of recent
 	// windows encoded: a resend client's requests repeat them.
 	cache *message.Cache
+	// checked keeps the messages of bodies that passed checkBody, so that
+	// a resend request's body is checked only where it is new.
+	checked *checkedSet
 
 	inflight sync.WaitGroup
 }
@@ -93,7 +96,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Engine == nil {
 		return nil, errors.New("proxy: Config.Engine is required")
 	}
-	p := &Proxy{cfg: cfg, m: cfg.Engine, store: cfg.Engine.Store(), client: cfg.Client, log: cfg.Logger, cache: message.NewCache(0)}
+	p := &Proxy{cfg: cfg, m: cfg.Engine, store: cfg.Engine.Store(), client: cfg.Client, log: cfg.Logger, cache: message.NewCache(0), checked: newCheckedSet()}
 	var err error
 	if p.openai, err = baseURL(cfg.OpenAIUpstream, DefaultOpenAIUpstream); err != nil {
 		return nil, fmt.Errorf("proxy: openai upstream: %w", err)

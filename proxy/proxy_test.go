@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -224,6 +225,55 @@ func FuzzParseChecked(f *testing.F) {
 			want, ok := m[fl.key]
 			if !ok || !reflect.DeepEqual(fv, want) {
 				t.Fatalf("%q: field %q reads %v, encoding/json %v", b, fl.key, fv, want)
+			}
+		}
+	})
+}
+
+// FuzzCheckedBody: checkedSet.check, having passed the elements of one body,
+// says of the next what checkBody says, the same error or none, and the
+// fields check returns are parseChecked's. The bodies
+// are built around the fuzzed pieces so that they share elements: the
+// previous request's a and b, and the next one's a, b and c, with the
+// fuzzed glue between a and b (a comma in a well-formed body).
+func FuzzCheckedBody(f *testing.F) {
+	a := `{"role":"user","content":"Fix the bug in \"main.go\"."}`
+	b := `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"grep","arguments":"{\"q\":\"}\"}"}}]}`
+	c := `{"role":"tool","tool_call_id":"c1","content":"main.go:3: }\\"{"}`
+	for _, s := range [][4]string{
+		{a, b, c, ","},
+		{a, b, c, " , "},
+		{a, b, `{"role":"user","role":"user"}`, ","},
+		{a, b, `{"role":"user","content":"x"`, ","},
+		{a, b, c, ""},
+		{a, b, c, "],["},
+		{a, b, c, `,"x":`},
+		{a, b, c, `,{"a":1,"a":2},`},
+		{a, b, `"\ud800"`, ","},
+		{`{"a":[[[[1]]]]}`, b, c, ","},
+		{a, `{"messages":1}`, c, `],"messages":[`},
+	} {
+		f.Add(s[0], s[1], s[2], s[3])
+	}
+	f.Fuzz(func(t *testing.T, a, b, c, glue string) {
+		set := newCheckedSet()
+		for _, body := range []string{
+			`{"model":"m","messages":[` + a + `,` + b + `]}`,
+			`{"model":"m","messages":[` + a + glue + b + `,` + c + `],"stream":false}`,
+			`{"messages":[` + c + `,` + a + `,` + b + `]` + glue + `}`,
+			`{"messages":[` + a + `],"messages":[` + b + glue + `]}`,
+			`[` + a + `,` + b + `]`,
+			glue + `{"messages":[` + a + `,` + b + `]}`,
+		} {
+			want := checkBody([]byte(body))
+			o, got := set.check([]byte(body))
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("body %q: check says %v, checkBody %v", body, got, want)
+			}
+			if o != nil {
+				if p, err := parseChecked([]byte(body)); err != nil || !reflect.DeepEqual(o, p) {
+					t.Fatalf("body %q: check's fields %+v, parseChecked's %+v (%v)", body, o, p, err)
+				}
 			}
 		}
 	})
