@@ -445,16 +445,12 @@ func (t *Thread) deferEvents(ts *threadState, evs []store.Event) ([]store.Event,
 		}
 		ev.At = ev.At.UTC().Round(0)
 		if ev.Message != nil {
-			js, err := backend.EncodeMessage(ev.Message)
+			// As the stores give back what they store (a copy, not the
+			// JSON round trip it stands for: a new thread's whole history
+			// goes through here on its first request).
+			m, err := backend.NormalizeMessage(ev.Message)
 			if err != nil {
 				return nil, err
-			}
-			// Decoded as the stores decode what they load (several times
-			// faster than encoding/json: a new thread's whole history
-			// goes through here on its first request).
-			m, err := backend.DecodeMessage(js)
-			if err != nil {
-				return nil, fmt.Errorf("%w: message does not decode: %v", store.ErrInvalid, err)
 			}
 			ev.Message = m
 		}

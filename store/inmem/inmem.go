@@ -115,6 +115,7 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 	now := s.clock()
 	// Encode outside the lock: messages may be megabytes.
 	prepared := make([]storedEvent, len(evs))
+	loaded := make([]*message.Message, len(evs)) // the messages as a Load gives them
 	refs := map[string]bool{}
 	for i, ev := range evs {
 		if err := backend.CheckEvent(ev); err != nil {
@@ -136,6 +137,9 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 				return nil, err
 			}
 			se.msg, se.role = js, ev.Message.Role
+			if loaded[i], err = backend.NormalizeMessage(ev.Message); err != nil {
+				return nil, err
+			}
 			text := fulltext.SearchText(*ev.Message, se.ev.At)
 			se.doc = &doc{terms: fulltext.IndexTerms(text), text: text}
 		}
@@ -195,7 +199,11 @@ func (s *Store) Append(ctx context.Context, tenantID, threadID string, after int
 			t.refs[se.ev.Ref] = refLoc{threadID, se.ev.Seq}
 		}
 		th.events = append(th.events, *se)
-		out[i] = se.event()
+		out[i] = se.ev
+		out[i].Message = loaded[i]
+		if out[i].Data != nil {
+			out[i].Data = append(json.RawMessage(nil), out[i].Data...)
+		}
 	}
 	th.info.Events = after + int64(len(evs))
 	th.info.Updated = now
