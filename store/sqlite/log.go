@@ -76,8 +76,9 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	for i, p := range req.ps {
 		out[i] = p.ev
 		if p.json.Valid {
-			// Return what a Load will return, not the caller's pointer.
-			m, err := backend.DecodeMessage(p.json.String)
+			// Return what a Load will return, not the caller's pointer
+			// (a copy standing for decoding p.json back).
+			m, err := backend.NormalizeMessage(p.msg)
 			if err != nil {
 				return nil, classify("append", err)
 			}
