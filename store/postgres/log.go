@@ -157,8 +157,9 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	for i, r := range rows {
 		out[i] = r.ev
 		if r.json != nil {
-			// Return what a Load will return, not the caller's pointer.
-			m, err := backend.DecodeMessage(*r.json)
+			// Return what a Load will return, not the caller's pointer
+			// (a copy standing for decoding r.json back).
+			m, err := backend.NormalizeMessage(r.msg)
 			if err != nil {
 				return nil, fmt.Errorf("postgres: append: %w", err)
 			}
