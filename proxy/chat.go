@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -170,9 +171,12 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 	if err != nil {
 		status = p.fail(w, r, api, err)
 	}
-	p.log.Info("proxy", "api", api, "tenant", tenant, "thread", s.id, "status", status,
-		"window_tokens", win.Usage.Total, "budget", win.Usage.Budget, "compacted", win.Usage.Step,
-		"recall_rounds", x.rounds, "ms", time.Since(start).Milliseconds())
+	// Attributes, not key-value pairs: one line per request, without
+	// boxing each value.
+	p.log.LogAttrs(context.Background(), slog.LevelInfo, "proxy", slog.String("api", string(api)), slog.String("tenant", tenant),
+		slog.String("thread", s.id), slog.Int("status", status), slog.Int("window_tokens", win.Usage.Total),
+		slog.Int("budget", win.Usage.Budget), slog.Bool("compacted", win.Usage.Step), slog.Int("recall_rounds", x.rounds),
+		slog.Int64("ms", time.Since(start).Milliseconds()))
 }
 
 // readBody reads a request body of at most limit bytes into one buffer of
