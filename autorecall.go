@@ -339,6 +339,17 @@ const (
 	maxRecallKeptTokens = 4_000_000
 )
 
+// keepForRecall keeps events the thread's log now holds (what an append
+// returned, as a Load returns them) for auto-recall: a hit's neighbourhood
+// among them is read from the state instead of loaded and decoded again
+// (the first recalls after a new thread's history was written loaded the
+// neighbourhoods of a hundred hits). Within the bounds of keptRecall.
+func (ts *threadState) keepForRecall(evs []store.Event) {
+	if ts.policy.AutoRecall && ts.policy.RecallTopK > 0 {
+		ts.recall.keep(evs)
+	}
+}
+
 func (k *keptRecall) drop() {
 	if k.total != nil {
 		k.total.Add(-k.tokens)

@@ -235,3 +235,55 @@ func sameEvents(t *testing.T, seq int64, got, want []store.Event) {
 		}
 	}
 }
+
+// TestNeighbourhoodsKeptFromAppends: what the thread's own appends wrote
+// is kept (keepForRecall), so that the neighbourhoods of hits among them
+// are read without a Load, and are what Load gives (text included).
+func TestNeighbourhoodsKeptFromAppends(t *testing.T) {
+	ctx := context.Background()
+	st := &loadCounter{Store: inmem.New()}
+	m, err := Open(ctx, Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	th := m.Thread("default", "ap")
+	var msgs []message.Message
+	for i := 0; i < 120; i++ {
+		msgs = append(msgs, message.NewText([]message.Role{message.User, message.Assistant}[i%2], fmt.Sprint("message ", i)))
+	}
+	if _, err := th.Append(ctx, msgs[:100]...); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := th.AppendWindow(ctx, msgs[100:], WindowOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := th.load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.unlock(ts)
+	seqs := []int64{1, 40, 99, 100, 101, 120}
+	nb := th.newNeighbourhoods(seqs)
+	nb.ts = ts
+	loads := st.loads
+	for _, s := range seqs {
+		want, err := st.Store.Load(ctx, "default", "ap", max(1, s-recallNeighbourhood), 2*recallNeighbourhood+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := nb.around(ctx, s, want[min(int(s), recallNeighbourhood+1)-1].Ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEvents(t, s, got, want)
+		for i := range got {
+			if got[i].Message.PlainText() != want[i].Message.PlainText() {
+				t.Fatalf("seq %d: the kept text %q, Load's %q", got[i].Seq, got[i].Message.PlainText(), want[i].Message.PlainText())
+			}
+		}
+	}
+	if st.loads != loads {
+		t.Errorf("%d Loads for neighbourhoods of events the thread appended, want none", st.loads-loads)
+	}
+}

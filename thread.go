@@ -275,6 +275,7 @@ func (t *Thread) appendEvents(ctx context.Context, ts *threadState, evs []store.
 				t.m.index(t.tenant, stored[:np])
 				ts.pending, ts.owner = nil, nil
 			}
+			ts.keepForRecall(stored)
 			stored = stored[np:]
 			if err := t.applyAll(ts, stored); err != nil {
 				return nil, err
