@@ -271,3 +271,56 @@ func BenchmarkSearchCache(b *testing.B) {
 		})
 	}
 }
+
+// TestMoveAhead: a thread's search that finds half a batch queued moves
+// the queue into the index in the background (the group commit has not:
+// fewer than indexBatch are queued); Close waits for it; the index then
+// finds what the queue held, and nothing is left queued.
+func TestMoveAhead(t *testing.T) {
+	ctx := context.Background()
+	s := openWithPath(t, bySize)
+	queue := func() int64 {
+		t.Helper()
+		var n int64
+		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_terms WHERE id > (SELECT upto FROM events_fts_mark)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := indexBatch/2 + 10
+	var evs []store.Event
+	for i := range n {
+		m := message.NewText(message.User, fmt.Sprintf("queued message %d about refund INV-%d", i, 4000+i))
+		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m})
+	}
+	if _, err := s.Append(ctx, "a", "small", 0, evs[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Search(ctx, "a", store.SearchQuery{Text: "refund", Thread: "small"}); err != nil {
+		t.Fatal(err)
+	}
+	s.ahead.wg.Wait()
+	if q := queue(); q != 10 {
+		t.Fatalf("%d queued after a search with 10 queued, want 10 (nothing moved)", q)
+	}
+	if _, err := s.Append(ctx, "a", "big", 0, evs[10:]); err != nil {
+		t.Fatal(err)
+	}
+	if q := queue(); q != int64(n) {
+		t.Fatalf("%d queued before the search, want %d", q, n)
+	}
+	if _, err := s.Search(ctx, "a", store.SearchQuery{Text: "refund", Thread: "small"}); err != nil {
+		t.Fatal(err)
+	}
+	s.ahead.stop() // what Close does first
+	if q := queue(); q != 0 {
+		t.Fatalf("%d still queued after the background move", q)
+	}
+	for _, p := range []searchPath{readThread, useIndex} {
+		s.searchPath = p
+		hits, err := s.Search(ctx, "a", store.SearchQuery{Text: "INV-4200", Thread: "big"})
+		if err != nil || len(hits) != 1 || hits[0].Seq != 191 {
+			t.Fatalf("path %d finds %+v, %v; want seq 191 of big", p, hits, err)
+		}
+	}
+}
