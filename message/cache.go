@@ -36,13 +36,18 @@ type Cache struct {
 // used during a whole generation goes).
 type generation struct {
 	dec  map[decKey]*decEntry
-	enc  map[uint64]*encEntry
+	enc  map[encKey]*encEntry
 	size int
 }
 
 type decKey struct {
-	api string
-	h   uint64
+	scope, api string
+	h          uint64
+}
+
+type encKey struct {
+	scope string
+	h     uint64
 }
 
 type decEntry struct {
@@ -68,7 +73,7 @@ func NewCache(maxBytes int) *Cache {
 }
 
 func newGeneration() generation {
-	return generation{dec: map[decKey]*decEntry{}, enc: map[uint64]*encEntry{}}
+	return generation{dec: map[decKey]*decEntry{}, enc: map[encKey]*encEntry{}}
 }
 
 // add accounts for n bytes added to cur, turning generations when it is
@@ -80,19 +85,42 @@ func (c *Cache) add(n int) {
 	}
 }
 
+// Scoped is a Cache seen by one scope (a tenant): what one scope put in
+// the cache is never a hit for another, so how fast a request is says
+// nothing about what another tenant sent. A nil Cache gives a Scoped that
+// caches nothing.
+type Scoped struct {
+	c     *Cache
+	scope string
+}
+
+// For returns the cache as scope sees it.
+func (c *Cache) For(scope string) Scoped { return Scoped{c, scope} }
+
 // DecodeOpenAIMessages is DecodeOpenAIMessages (the function) through the
 // cache. The messages share memory with the cache and with other callers'
 // messages: they must not be modified in place.
 func (c *Cache) DecodeOpenAIMessages(data []byte) ([]Message, error) {
-	s := scanner{data: data}
-	return decodeListCached(&s, decodeOpenAIMessage, c, apiOpenAI)
+	return c.For("").DecodeOpenAIMessages(data)
 }
 
 // DecodeAnthropicMessages is DecodeAnthropicMessages through the cache,
 // with the same caveat as DecodeOpenAIMessages.
 func (c *Cache) DecodeAnthropicMessages(data []byte) ([]Message, error) {
+	return c.For("").DecodeAnthropicMessages(data)
+}
+
+// DecodeOpenAIMessages is Cache.DecodeOpenAIMessages within the scope.
+func (sc Scoped) DecodeOpenAIMessages(data []byte) ([]Message, error) {
 	s := scanner{data: data}
-	return decodeListCached(&s, decodeAnthropicMessage, c, apiAnthropic)
+	return decodeListCached(&s, decodeOpenAIMessage, sc, apiOpenAI)
+}
+
+// DecodeAnthropicMessages is Cache.DecodeAnthropicMessages within the
+// scope.
+func (sc Scoped) DecodeAnthropicMessages(data []byte) ([]Message, error) {
+	s := scanner{data: data}
+	return decodeListCached(&s, decodeAnthropicMessage, sc, apiAnthropic)
 }
 
 // decodeListCached is decodeList taking each element that is an object
@@ -101,7 +129,8 @@ func (c *Cache) DecodeAnthropicMessages(data []byte) ([]Message, error) {
 // a message holds are sub-slices of what it was decoded from) does not keep
 // the request's body alive. Any element that does not decode alone is
 // decoded in place, as decodeList does, for the same error.
-func decodeListCached(s *scanner, decode func(*scanner) (Message, error), c *Cache, api string) ([]Message, error) {
+func decodeListCached(s *scanner, decode func(*scanner) (Message, error), sc Scoped, api string) ([]Message, error) {
+	c := sc.c
 	if c == nil {
 		return decodeList(s, decode)
 	}
@@ -116,7 +145,7 @@ func decodeListCached(s *scanner, decode func(*scanner) (Message, error), c *Cac
 			start := s.pos
 			end := skipObject(s.data, start)
 			raw := s.data[start:end]
-			if m, ok := c.decoded(api, raw); ok {
+			if m, ok := c.decoded(decKey{sc.scope, api, maphash.Bytes(c.seed, raw)}, raw); ok {
 				out = append(out, m)
 				s.pos = end
 				return nil
@@ -124,7 +153,7 @@ func decodeListCached(s *scanner, decode func(*scanner) (Message, error), c *Cac
 			own := bytes.Clone(raw)
 			sub := scanner{data: own, depth: s.depth}
 			if m, err := decode(&sub); err == nil && sub.pos == len(own) {
-				c.keepDecoded(api, own, m)
+				c.keepDecoded(decKey{sc.scope, api, maphash.Bytes(c.seed, own)}, own, m)
 				out = append(out, m)
 				s.pos = end
 				return nil
@@ -193,8 +222,7 @@ func skipStr(d []byte, i int) int {
 	return len(d)
 }
 
-func (c *Cache) decoded(api string, raw []byte) (Message, bool) {
-	k := decKey{api, maphash.Bytes(c.seed, raw)}
+func (c *Cache) decoded(k decKey, raw []byte) (Message, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.cur.dec[k]
@@ -214,8 +242,7 @@ func (c *Cache) decoded(api string, raw []byte) (Message, bool) {
 	return e.m, true
 }
 
-func (c *Cache) keepDecoded(api string, raw []byte, m Message) {
-	k := decKey{api, maphash.Bytes(c.seed, raw)}
+func (c *Cache) keepDecoded(k decKey, raw []byte, m Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.cur.dec[k]; ok {
@@ -230,19 +257,30 @@ func (c *Cache) keepDecoded(api string, raw []byte, m Message) {
 // cache: each message's OpenAI units are taken from the cache when a
 // message of the same content was encoded before.
 func (c *Cache) EncodeOpenAIMessages(ms []Message) (json.RawMessage, error) {
-	if c == nil {
+	return c.For("").EncodeOpenAIMessages(ms)
+}
+
+// AppendOpenAIMessages appends what EncodeOpenAIMessages returns to b (a
+// request body being written); on error b is returned as it was given.
+func (c *Cache) AppendOpenAIMessages(b []byte, ms []Message) ([]byte, error) {
+	return c.For("").AppendOpenAIMessages(b, ms)
+}
+
+// EncodeOpenAIMessages is Cache.EncodeOpenAIMessages within the scope.
+func (sc Scoped) EncodeOpenAIMessages(ms []Message) (json.RawMessage, error) {
+	if sc.c == nil {
 		return EncodeOpenAIMessages(ms)
 	}
-	b, err := c.AppendOpenAIMessages(make([]byte, 0, encodedSize(ms)), ms)
+	b, err := sc.AppendOpenAIMessages(make([]byte, 0, encodedSize(ms)), ms)
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// AppendOpenAIMessages appends what EncodeOpenAIMessages returns to b (a
-// request body being written); on error b is returned as it was given.
-func (c *Cache) AppendOpenAIMessages(b []byte, ms []Message) ([]byte, error) {
+// AppendOpenAIMessages is Cache.AppendOpenAIMessages within the scope.
+func (sc Scoped) AppendOpenAIMessages(b []byte, ms []Message) ([]byte, error) {
+	c := sc.c
 	if c == nil {
 		out, err := EncodeOpenAIMessages(ms)
 		if err != nil {
@@ -255,7 +293,7 @@ func (c *Cache) AppendOpenAIMessages(b []byte, ms []Message) ([]byte, error) {
 	n := 0
 	for i := range ms {
 		m := &ms[i]
-		k := c.hashMessage(m)
+		k := encKey{sc.scope, c.hashMessage(m)}
 		if out, ok := c.encoded(k, m); ok {
 			if n > 0 {
 				b = append(b, ',')
@@ -288,7 +326,7 @@ func (c *Cache) AppendOpenAIMessages(b []byte, ms []Message) ([]byte, error) {
 	return append(b, ']'), nil
 }
 
-func (c *Cache) encoded(k uint64, m *Message) ([]byte, bool) {
+func (c *Cache) encoded(k encKey, m *Message) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.cur.enc[k]
@@ -306,7 +344,7 @@ func (c *Cache) encoded(k uint64, m *Message) ([]byte, bool) {
 	return e.out, true
 }
 
-func (c *Cache) keepEncoded(k uint64, m *Message, out []byte) {
+func (c *Cache) keepEncoded(k encKey, m *Message, out []byte) {
 	e := &encEntry{m: m.Clone(), out: bytes.Clone(out)}
 	e.m.Time, e.m.Meta = time.Time{}, nil // not encoded
 	c.mu.Lock()

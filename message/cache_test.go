@@ -217,3 +217,32 @@ func BenchmarkCache(b *testing.B) {
 		})
 	}
 }
+
+// TestCacheScoped: what one scope put in the cache is not a hit for
+// another (the entries double), and is for the same scope (they do not).
+func TestCacheScoped(t *testing.T) {
+	c := NewCache(0)
+	data := benchRequest(6)
+	count := func() (int, int) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.cur.dec), len(c.cur.enc)
+	}
+	for i, scope := range []string{"a", "a", "b"} {
+		ms, err := c.For(scope).DecodeOpenAIMessages(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.For(scope).EncodeOpenAIMessages(ms); err != nil {
+			t.Fatal(err)
+		}
+		d, e := count()
+		want := 6
+		if i == 2 {
+			want = 12
+		}
+		if d != want || e != want {
+			t.Fatalf("after scope %q (%d): %d decoded and %d encoded entries, want %d", scope, i, d, e, want)
+		}
+	}
+}

@@ -88,7 +88,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request, d dialect) {
 		writeError(w, api, http.StatusBadRequest, "could not read the request body: "+err.Error())
 		return
 	}
-	req, err := p.checked.check(body)
+	req, err := p.checked.check(tenant, body)
 	if err != nil {
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return

@@ -26,16 +26,23 @@ type checkedSet struct {
 	seed maphash.Seed
 
 	mu       sync.Mutex
-	cur, old map[uint64][]byte
+	cur, old map[checkedKey][]byte
 	size     int
 }
 
-func newCheckedSet() *checkedSet {
-	return &checkedSet{seed: maphash.MakeSeed(), cur: map[uint64][]byte{}}
+// checkedKey scopes an element to the tenant whose body carried it: how
+// fast a body is checked says nothing about what another tenant sent.
+type checkedKey struct {
+	tenant string
+	h      uint64
 }
 
-func (c *checkedSet) has(elem []byte) bool {
-	k := maphash.Bytes(c.seed, elem)
+func newCheckedSet() *checkedSet {
+	return &checkedSet{seed: maphash.MakeSeed(), cur: map[checkedKey][]byte{}}
+}
+
+func (c *checkedSet) has(tenant string, elem []byte) bool {
+	k := checkedKey{tenant, maphash.Bytes(c.seed, elem)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.cur[k]; ok {
@@ -49,10 +56,10 @@ func (c *checkedSet) has(elem []byte) bool {
 	return true
 }
 
-func (c *checkedSet) keep(elems [][]byte) {
-	ks := make([]uint64, len(elems))
+func (c *checkedSet) keep(tenant string, elems [][]byte) {
+	ks := make([]checkedKey, len(elems))
 	for i, e := range elems {
-		ks[i] = maphash.Bytes(c.seed, e)
+		ks[i] = checkedKey{tenant, maphash.Bytes(c.seed, e)}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -63,17 +70,18 @@ func (c *checkedSet) keep(elems [][]byte) {
 	}
 }
 
-func (c *checkedSet) keepLocked(k uint64, e []byte) {
+func (c *checkedSet) keepLocked(k checkedKey, e []byte) {
 	c.cur[k] = e
 	c.size += len(e) + 64
 	if c.size > checkedBytes {
-		c.old, c.cur, c.size = c.cur, map[uint64][]byte{}, 0
+		c.old, c.cur, c.size = c.cur, map[checkedKey][]byte{}, 0
 	}
 }
 
-// check is checkBody(body), reusing c's elements; when it split a body
+// check is checkBody(body), reusing the elements of tenant's bodies c
+// keeps; when it split a body
 // that passed, it also returns its fields (what parseChecked returns).
-func (c *checkedSet) check(body []byte) (*object, error) {
+func (c *checkedSet) check(tenant string, body []byte) (*object, error) {
 	if c == nil {
 		return nil, checkBody(body)
 	}
@@ -84,7 +92,7 @@ func (c *checkedSet) check(body []byte) (*object, error) {
 	var known []int // spans of known elements
 	var fresh [][]byte
 	for i, e := range elems {
-		if c.has(e) {
+		if c.has(tenant, e) {
 			known = append(known, spans[i][0], spans[i][1])
 		} else {
 			fresh = append(fresh, e)
@@ -94,7 +102,7 @@ func (c *checkedSet) check(body []byte) (*object, error) {
 		if err := checkBody(body); err != nil {
 			return nil, err
 		}
-		c.keep(elems)
+		c.keep(tenant, elems)
 		return o, nil
 	}
 	reduced := make([]byte, 0, len(body)-sumSpans(known)+len(known))
@@ -108,7 +116,7 @@ func (c *checkedSet) check(body []byte) (*object, error) {
 	if checkBody(reduced) != nil {
 		return nil, checkBody(body) // checkBody's own error (or none)
 	}
-	c.keep(fresh)
+	c.keep(tenant, fresh)
 	return o, nil
 }
 
@@ -120,38 +128,26 @@ func sumSpans(spans []int) int {
 	return n
 }
 
-// messageElems returns the body's fields and the elements of the body's top-level "messages"
-// array that are objects, and where each is in body; nil when the body is
-// not an object whose fields split (parseObject) or has no such array. It
-// does not validate: check validates what it finds in context.
+// messageElems returns the body's fields and the elements of its
+// top-level "messages" array that are objects, and where each is in body;
+// nil when the body's fields do not split (parseObjectSplit) or it has no
+// such array. It does not validate: check validates what it finds in
+// context.
 func messageElems(body []byte) (*object, [][]byte, [][2]int) {
-	o, err := parseObject(body)
-	if err != nil {
+	o, spans, err := parseObjectSplit(body, "messages")
+	if err != nil || len(spans) == 0 {
 		return nil, nil, nil
 	}
-	raw := o.get("messages")
-	if len(raw) == 0 || raw[0] != '[' {
-		return nil, nil, nil
-	}
-	off := cap(body) - cap(raw) // raw is body[off:...] (parseObject slices the body)
-	elems, spans := make([][]byte, 0, 64), make([][2]int, 0, 64)
-	i := skipWS(raw, 1)
-	for i < len(raw) && raw[i] != ']' {
-		end := skipValue(raw, i)
-		if end == i {
-			return nil, nil, nil
-		}
-		if raw[i] == '{' {
-			elems = append(elems, raw[i:end])
-			spans = append(spans, [2]int{off + i, off + end})
-		}
-		i = skipWS(raw, end)
-		if i < len(raw) && raw[i] == ',' {
-			i = skipWS(raw, i+1)
+	elems := make([][]byte, 0, len(spans))
+	objs := spans[:0]
+	for _, sp := range spans {
+		if body[sp[0]] == '{' {
+			elems = append(elems, body[sp[0]:sp[1]])
+			objs = append(objs, sp)
 		}
 	}
 	if len(elems) == 0 {
 		return nil, nil, nil
 	}
-	return o, elems, spans
+	return o, elems, objs
 }

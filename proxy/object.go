@@ -25,51 +25,69 @@ var errNotObject = errors.New("the request body must be a JSON object")
 // own syntax (keys, colons, commas) but not the values': the proxy calls it
 // on bodies checkBody has validated whole (parseChecked).
 func parseObject(b []byte) (*object, error) {
+	o, _, err := parseObjectSplit(b, "")
+	return o, err
+}
+
+// parseObjectSplit is parseObject also returning where the elements of
+// the array value of field split are in b, found on the way (nil when the
+// field is absent, not an array or irregular). On a body that is not
+// valid JSON its fields may differ from parseObject's: it is for bodies
+// checked after (checkedSet.check).
+func parseObjectSplit(b []byte, split string) (*object, [][2]int, error) {
+	var elems [][2]int
+	splitDone := split == ""
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, errNotObject
+		return nil, nil, errNotObject
 	}
 	o := &object{fields: make([]objField, 0, 16)}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		if skipWS(b, i+1) != len(b) {
-			return nil, errNotObject
+			return nil, nil, errNotObject
 		}
-		return o, nil
+		return o, elems, nil
 	}
 	for i < len(b) {
 		if b[i] != '"' {
-			return nil, errNotObject
+			return nil, nil, errNotObject
 		}
 		start, end := i, skipString(b, i)
 		// JSON's escapes, not Go's: strconv would read "\x61" as "a".
 		var key string
 		if err := json.Unmarshal(b[i:end], &key); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		i = skipWS(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil, errNotObject
+			return nil, nil, errNotObject
 		}
 		i = skipWS(b, i+1)
-		vend := skipValue(b, i)
+		var vend int
+		if !splitDone && key == split && i < len(b) && b[i] == '[' {
+			vend, elems = splitElems(b, i)
+		} else {
+			vend = skipValue(b, i)
+		}
+		splitDone = splitDone || key == split
 		if vend == i {
-			return nil, errNotObject
+			return nil, nil, errNotObject
 		}
 		o.fields = append(o.fields, objField{key: key, rawKey: b[start:end], val: b[i:vend]})
 		i = skipWS(b, vend)
 		if i < len(b) && b[i] == '}' {
 			if skipWS(b, i+1) != len(b) {
-				return nil, errNotObject // something after the object
+				return nil, nil, errNotObject // something after the object
 			}
-			return o, nil
+			return o, elems, nil
 		}
 		if i >= len(b) || b[i] != ',' {
-			return nil, errNotObject
+			return nil, nil, errNotObject
 		}
 		i = skipWS(b, i+1)
 	}
-	return nil, errNotObject
+	return nil, nil, errNotObject
 }
 
 // get returns a field's raw value, nil when absent.
@@ -182,6 +200,33 @@ func (o *object) bytesWith(key string, size int, val func([]byte) ([]byte, error
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// splitElems returns the end of the array at b[i] ('[') and where its
+// elements are, walking it once; when the array is not a regular list
+// of values separated by commas, the end is skipValue's and no elements.
+func splitElems(b []byte, i int) (int, [][2]int) {
+	elems := make([][2]int, 0, 64)
+	j := skipWS(b, i+1)
+	if j < len(b) && b[j] == ']' {
+		return j + 1, nil
+	}
+	for j < len(b) {
+		end := skipValue(b, j)
+		if end == j {
+			break
+		}
+		elems = append(elems, [2]int{j, end})
+		j = skipWS(b, end)
+		if j < len(b) && b[j] == ']' {
+			return j + 1, elems
+		}
+		if j >= len(b) || b[j] != ',' {
+			break
+		}
+		j = skipWS(b, j+1)
+	}
+	return skipValue(b, i), nil
 }
 
 func skipWS(b []byte, i int) int {

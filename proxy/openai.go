@@ -12,9 +12,10 @@ import (
 )
 
 // openAIDialect speaks OpenAI Chat Completions.
-// openAIDialect reads and writes Chat Completions; c (may be nil) caches
-// the messages it decodes and encodes.
-type openAIDialect struct{ c *message.Cache }
+// openAIDialect reads and writes Chat Completions; c (the zero value
+// caches nothing) caches the messages it decodes and encodes, within the
+// request's tenant.
+type openAIDialect struct{ c message.Scoped }
 
 func (openAIDialect) api() API     { return OpenAI }
 func (openAIDialect) path() string { return "/v1/chat/completions" }

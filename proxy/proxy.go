@@ -16,6 +16,7 @@ import (
 	"github.com/mnemehq/mneme/internal/status"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	tenantpkg "github.com/mnemehq/mneme/tenant"
 )
 
 // Defaults of Config.
@@ -165,7 +166,7 @@ func (p *Proxy) Handler() http.Handler {
 		defer p.inflight.Done()
 		switch {
 		case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
-			p.serveChat(w, r, openAIDialect{p.cache})
+			p.serveChat(w, r, openAIDialect{p.cache.For(tenantpkg.Of(r.Context()))})
 		case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
 			p.serveChat(w, r, anthropicDialect{})
 		case r.URL.Path == countTokensPath && r.Method == http.MethodPost:

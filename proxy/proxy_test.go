@@ -266,7 +266,7 @@ func FuzzCheckedBody(f *testing.F) {
 			glue + `{"messages":[` + a + `,` + b + `]}`,
 		} {
 			want := checkBody([]byte(body))
-			o, got := set.check([]byte(body))
+			o, got := set.check("t", []byte(body))
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("body %q: check says %v, checkBody %v", body, got, want)
 			}
@@ -277,4 +277,17 @@ func FuzzCheckedBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheckedSetScoped: the elements a tenant's body passed are known to
+// that tenant only.
+func TestCheckedSetScoped(t *testing.T) {
+	set := newCheckedSet()
+	elem := `{"role":"user","content":"hi"}`
+	if _, err := set.check("a", []byte(`{"messages":[`+elem+`]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !set.has("a", []byte(elem)) || set.has("b", []byte(elem)) {
+		t.Fatalf("known to a: %v, to b: %v; want true, false", set.has("a", []byte(elem)), set.has("b", []byte(elem)))
+	}
 }
