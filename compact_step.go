@@ -2,11 +2,9 @@ package mneme
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/mnemehq/mneme/store"
-	"github.com/mnemehq/mneme/store/backend"
 	"github.com/mnemehq/mneme/window"
 )
 
@@ -47,31 +45,12 @@ func (t *Thread) writeStep(ctx context.Context, ts *threadState, evs []store.Eve
 	if ts.owner == nil || len(ts.pending) == 0 || len(evs) == 0 {
 		return t.appendEvents(ctx, ts, evs, replan)
 	}
-	base, at := ts.st.LastSeq(), now().Round(0)
-	out := make([]store.Event, len(evs))
-	for i, ev := range evs {
+	for _, ev := range evs {
 		if ev.Message != nil {
 			return nil, errors.New("mneme: a window step's event carries a message")
 		}
-		if err := backend.CheckEvent(ev); err != nil {
-			return nil, err
-		}
-		ev.Seq = base + int64(i) + 1
-		if ev.At.IsZero() {
-			ev.At = at
-		}
-		ev.At = ev.At.UTC().Round(0)
-		if len(ev.Data) > 0 {
-			ev.Data = append(json.RawMessage(nil), ev.Data...)
-		}
-		out[i] = ev
 	}
-	if err := t.applyAll(ts, out); err != nil {
-		ts.clear()
-		return nil, err
-	}
-	ts.pending = append(ts.pending, out...)
-	return out, nil
+	return t.pend(ts, evs)
 }
 
 // reflectInline reflects on the request path (reflectLocked) when the

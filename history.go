@@ -432,6 +432,29 @@ const flushTimeout = 30 * time.Second
 // as a store checks them, so a request the store would refuse is refused
 // now, before its model call.
 func (t *Thread) deferEvents(ts *threadState, evs []store.Event) ([]store.Event, error) {
+	ts.pending = nil
+	return t.pend(ts, evs)
+}
+
+// pend applies evs to the state as the log will hold them after its
+// pending events (asLogged) and adds them to those.
+func (t *Thread) pend(ts *threadState, evs []store.Event) ([]store.Event, error) {
+	out, err := asLogged(ts, evs)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.applyAll(ts, out); err != nil {
+		ts.clear()
+		return nil, err
+	}
+	ts.pending = append(ts.pending, out...)
+	return out, nil
+}
+
+// asLogged returns evs as the log will hold them once appended after the
+// state's last event: checked as a store checks them, numbered, timed,
+// and their messages and data copied as a Load returns them.
+func asLogged(ts *threadState, evs []store.Event) ([]store.Event, error) {
 	base := ts.st.LastSeq()
 	at := now().Round(0)
 	out := make([]store.Event, len(evs))
@@ -459,11 +482,6 @@ func (t *Thread) deferEvents(ts *threadState, evs []store.Event) ([]store.Event,
 		}
 		out[i] = ev
 	}
-	if err := t.applyAll(ts, out); err != nil {
-		ts.clear()
-		return nil, err
-	}
-	ts.pending = out
 	return out, nil
 }
 

@@ -166,18 +166,7 @@ func decodeListCached(s *scanner, decode func(*scanner) (Message, error), sc Sco
 		out = append(out, m)
 		return nil
 	})
-	if err == nil {
-		idx = -1
-		err = s.end()
-	}
-	if err != nil {
-		err = atIndex(err, idx)
-		if de := err.(*DecodeError); de.Index < 0 && de.Field == "" {
-			de.Field = "messages"
-		}
-		return nil, err
-	}
-	return out, nil
+	return endList(s, out, idx, err)
 }
 
 // skipObject returns the index after the object starting at d[i] ('{'),

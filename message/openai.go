@@ -58,6 +58,13 @@ func decodeList(s *scanner, decode func(*scanner) (Message, error)) ([]Message, 
 		out = append(out, m)
 		return nil
 	})
+	return endList(s, out, idx, err)
+}
+
+// endList ends a list decoded up to element idx with err: the array's
+// end when every element decoded, the element's index and the field
+// "messages" on an error.
+func endList(s *scanner, out []Message, idx int, err error) ([]Message, error) {
 	if err == nil {
 		idx = -1
 		err = s.end()
