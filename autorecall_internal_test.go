@@ -116,18 +116,26 @@ func TestNeighbourhoods(t *testing.T) {
 	}
 }
 
+// openCounting opens an engine on a memory store that counts its Loads;
+// the engine is closed with the test.
+func openCounting(t *testing.T) (*Engine, *loadCounter) {
+	t.Helper()
+	st := &loadCounter{Store: inmem.New()}
+	m, err := Open(context.Background(), Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, st
+}
+
 // TestNeighbourhoodsKept: neighbourhoods that keep what they read in the
 // thread's state serve later reads from it exactly as Load would, across
 // recalls, and a hit whose ref is not the kept event's (the log was deleted
 // and written again behind the state) reads the log again.
 func TestNeighbourhoodsKept(t *testing.T) {
 	ctx := context.Background()
-	st := &loadCounter{Store: inmem.New()}
-	m, err := Open(ctx, Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, st := openCounting(t)
 	write := func(prefix string) {
 		t.Helper()
 		var evs []store.Event
@@ -241,12 +249,7 @@ func sameEvents(t *testing.T, seq int64, got, want []store.Event) {
 // are read without a Load, and are what Load gives (text included).
 func TestNeighbourhoodsKeptFromAppends(t *testing.T) {
 	ctx := context.Background()
-	st := &loadCounter{Store: inmem.New()}
-	m, err := Open(ctx, Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, st := openCounting(t)
 	th := m.Thread("default", "ap")
 	var msgs []message.Message
 	for i := 0; i < 120; i++ {

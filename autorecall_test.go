@@ -157,11 +157,7 @@ func TestAutoRecall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := message.EncodeOpenAIMessages(last.Messages)
-	b, _ := message.EncodeOpenAIMessages(w2.Messages)
-	if !bytes.Equal(a, b) {
-		t.Fatal("the replayed window differs")
-	}
+	sameReplay(t, last.Messages, w2.Messages)
 }
 
 // TestAutoRecallOff: with auto_recall off the same session shows no

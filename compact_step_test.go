@@ -1,7 +1,6 @@
 package mneme_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -167,11 +166,7 @@ func TestDeferredStep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, _ := message.EncodeOpenAIMessages(warm.Messages)
-			b, _ := message.EncodeOpenAIMessages(cold.Messages)
-			if !bytes.Equal(a, b) {
-				t.Fatalf("the replayed window differs:\n%s\n---\n%s", a, b)
-			}
+			sameReplay(t, warm.Messages, cold.Messages)
 		})
 	}
 }

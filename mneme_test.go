@@ -152,10 +152,17 @@ func TestReplayFromLog(t *testing.T) {
 	if after != events {
 		t.Fatalf("replay wrote %d events", after-events)
 	}
-	a, _ := message.EncodeOpenAIMessages(last.Messages)
-	b, _ := message.EncodeOpenAIMessages(w2.Messages)
+	sameReplay(t, last.Messages, w2.Messages)
+}
+
+// sameReplay fails the test when a replayed window's messages are not the
+// live window's, byte for byte as the OpenAI API receives them (I7).
+func sameReplay(t *testing.T, live, replayed []message.Message) {
+	t.Helper()
+	a, _ := message.EncodeOpenAIMessages(live)
+	b, _ := message.EncodeOpenAIMessages(replayed)
 	if !bytes.Equal(a, b) {
-		t.Fatalf("replayed window differs:\n%s\n---\n%s", a, b)
+		t.Fatalf("the replayed window differs:\n%s\n---\n%s", a, b)
 	}
 }
 

@@ -3,10 +3,11 @@ package postgres
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mnemehq/mneme/store/backend"
 )
 
 // ginCleaner empties the pending list of the events' GIN index (events_tsv)
@@ -32,11 +33,8 @@ type ginCleaner struct {
 	at    int64        // bytes added that start a cleaning
 	added atomic.Int64 // bytes added since the last cleaning started
 
-	mu      sync.Mutex // guards running, closed and wg.Add
-	running bool
-	closed  bool
-	off     atomic.Bool // cleaning is refused: not tried again
-	wg      sync.WaitGroup
+	run backend.Background // one cleaning at a time, none after close
+	off atomic.Bool        // cleaning is refused: not tried again
 	// ctx is the cleanings' context, cancel (by close) ends one under
 	// way: a merge cut short leaves the list and index whole (the server
 	// cancels an insert's merge alike), the next merge finishes it.
@@ -72,35 +70,20 @@ func (c *ginCleaner) note(s *Store, n int64) {
 	if c.at <= 0 || c.off.Load() || c.added.Add(n) < c.at {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.running || c.closed {
-		return
-	}
-	c.running = true
-	c.added.Store(0)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.run.Start(func() { c.added.Store(0) }, func() {
 		_, err := s.pool.Exec(c.ctx, `SELECT gin_clean_pending_list('events_tsv'::regclass)`)
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42501" { // insufficient privilege
 			c.off.Store(true)
 		}
-		c.mu.Lock()
-		c.running = false
-		c.mu.Unlock()
-	}()
+	})
 }
 
 // close ends a cleaning under way and starts no other.
 func (c *ginCleaner) close() {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
 	c.cancel()
-	c.wg.Wait()
+	c.run.Stop()
 }
 
 // wait waits for a cleaning under way (tests).
-func (c *ginCleaner) wait() { c.wg.Wait() }
+func (c *ginCleaner) wait() { c.run.Wait() }

@@ -194,8 +194,8 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	return hits, err
 }
 
-// indexAhead moves the archive index's queue into the index in the
-// background, once a thread's search finds half a batch queued (by this
+// moveAhead moves the archive index's queue into the index in the
+// background (Store.ahead), once a thread's search finds half a batch queued (by this
 // process's count): the group commit that passed indexBatch did it inside
 // a request's append (8 to 23 ms on the reply of a request of
 // BenchmarkProxyLatency sqlite/500, whose conversations each write a
@@ -203,47 +203,11 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 // would do it first. It is the catch-up a search makes (catchUpIndex):
 // one write transaction, which appends wait for as they wait for each
 // other; a failure leaves the queue to the next one.
-type indexAhead struct {
-	mu      sync.Mutex
-	closed  bool
-	running bool
-	wg      sync.WaitGroup
-}
-
-// start runs move in the background unless it runs already or the store
-// is closed.
-func (a *indexAhead) start(move func()) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed || a.running {
-		return
-	}
-	a.running = true
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		move()
-		a.mu.Lock()
-		a.running = false
-		a.mu.Unlock()
-	}()
-}
-
-// stop waits for a move in flight; none starts after it.
-func (a *indexAhead) stop() {
-	a.mu.Lock()
-	a.closed = true
-	a.mu.Unlock()
-	a.wg.Wait()
-}
-
-// moveAhead starts a background move of the queue when half a batch is
-// queued.
 func (s *Store) moveAhead() {
 	if s.readOnly || s.queued.Load() < indexBatch/2 {
 		return
 	}
-	s.ahead.start(func() {
+	s.ahead.Start(nil, func() {
 		// The store's, not a caller's: Close waits for it.
 		_ = s.catchUpIndex(context.Background())
 	})

@@ -299,7 +299,7 @@ func TestMoveAhead(t *testing.T) {
 	if _, err := s.Search(ctx, "a", store.SearchQuery{Text: "refund", Thread: "small"}); err != nil {
 		t.Fatal(err)
 	}
-	s.ahead.wg.Wait()
+	s.ahead.Wait()
 	if q := queue(); q != 10 {
 		t.Fatalf("%d queued after a search with 10 queued, want 10 (nothing moved)", q)
 	}
@@ -312,7 +312,7 @@ func TestMoveAhead(t *testing.T) {
 	if _, err := s.Search(ctx, "a", store.SearchQuery{Text: "refund", Thread: "small"}); err != nil {
 		t.Fatal(err)
 	}
-	s.ahead.stop() // what Close does first
+	s.ahead.Stop() // what Close does first
 	if q := queue(); q != 0 {
 		t.Fatalf("%d still queued after the background move", q)
 	}

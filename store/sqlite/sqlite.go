@@ -63,9 +63,9 @@ type Store struct {
 	// searchPath, when set, makes every thread's search take that path
 	// (search.go), for the tests that run the conformance suite on each.
 	searchPath searchPath
-	search     searchStmts // Search's statements, prepared on first use (search.go)
-	reads      stmtCache   // the fixed reads' statements on r (stmts.go)
-	ahead      indexAhead  // the archive index's queue moved in the background (search.go)
+	search     searchStmts        // Search's statements, prepared on first use (search.go)
+	reads      stmtCache          // the fixed reads' statements on r (stmts.go)
+	ahead      backend.Background // the archive index's queue moved in the background (search.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -211,7 +211,7 @@ func classify(op string, err error) error {
 // Close closes both connection pools; calling it again is harmless.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.ahead.stop()
+		s.ahead.Stop()
 		s.closeRaw()
 		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
 	})
