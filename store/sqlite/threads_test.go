@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -134,5 +135,46 @@ func TestMigrateActive(t *testing.T) {
 	}
 	if got := ids(); got != "t1 t2 t0" {
 		t.Fatalf("after an append to t1: %s, want t1 t2 t0", got)
+	}
+}
+
+// TestMigrateAutomerge: migration 11 sets the archive index's automerge to
+// 8, on a file made at version 10 as on a new one.
+func TestMigrateAutomerge(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v10.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= 10; k++ {
+		if err := applyMigration(ctx, db, k); err != nil {
+			t.Fatalf("migration %d: %v", k, err)
+		}
+	}
+	automerge := func(db *sql.DB) (v sql.NullInt64) {
+		t.Helper()
+		err := db.QueryRowContext(ctx, `SELECT v FROM events_fts_config WHERE k = 'automerge'`).Scan(&v)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := automerge(db); v.Valid {
+		t.Fatalf("version 10 has automerge %d set already: the test would prove nothing", v.Int64)
+	}
+	db.Close()
+	for _, p := range []string{path, filepath.Join(t.TempDir(), "new.db")} {
+		s, err := Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := automerge(s.r); v.Int64 != 8 {
+			t.Errorf("%s: automerge %v, want 8", filepath.Base(p), v)
+		}
+		s.Close()
 	}
 }
