@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme/proxy"
+	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/storetest"
 )
 
@@ -186,10 +187,15 @@ func BenchmarkProxyLatency(b *testing.B) {
 	for _, st := range benchStores(b) {
 		for _, row := range rows {
 			b.Run(st.name+"/"+row.name, func(b *testing.B) {
-				h := startServer(b, harnessOpts{budget: 64000, dsn: st.dsn})
+				probe := &probeStore{}
+				h := startServer(b, harnessOpts{budget: 64000, dsn: st.dsn, wrap: func(s store.Store) store.Store { probe.Store = s; return probe }})
 				direct, proxied := h.llm.URL()+"/v1/chat/completions", h.url+"/v1/chat/completions"
 				var fsync *os.File
+				var wal *walProbe
+				defer func() { wal.close() }()
+				var trs []reqTrace
 				if st.dsn != "" {
+					wal = &walProbe{path: strings.TrimPrefix(st.dsn, "sqlite:") + "-shm"}
 					f, err := os.Create(filepath.Join(filepath.Dir(strings.TrimPrefix(st.dsn, "sqlite:")), "fsync-probe"))
 					if err != nil {
 						b.Fatal(err)
@@ -238,12 +244,16 @@ func BenchmarkProxyLatency(b *testing.B) {
 					runtime.ReadMemStats(&ms)
 					gcs, mallocs, bytes := ms.NumGC, ms.Mallocs, ms.TotalAlloc
 					dm, db := mallocs-ms0.Mallocs, bytes-ms0.TotalAlloc
+					pc0 := probe.counts()
+					bf0, mx0 := wal.read()
 					c2 := storetest.CPUTime()
 					rb, d, hdr, err := doH(proxied, thread, body)
 					if err != nil {
 						b.Fatal(err)
 					}
 					c3 := storetest.CPUTime()
+					pc1 := probe.counts()
+					bf1, mx1 := wal.read()
 					dp = append(dp, d)
 					runtime.ReadMemStats(&ms)
 					class := "steady"
@@ -256,6 +266,14 @@ func BenchmarkProxyLatency(b *testing.B) {
 						class = "gc"
 					}
 					classes[class] = append(classes[class], d-d0)
+					tr := reqTrace{over: d - d0, cpu: c3 - c2 - (c1 - c0), class: class,
+						appends: pc1.appends - pc0.appends, searches: pc1.searches - pc0.searches,
+						appendD: time.Duration(pc1.appendNs - pc0.appendNs), searchD: time.Duration(pc1.searchNs - pc0.searchNs),
+						ckpt: bf1 > bf0 || (mx1 < mx0 && bf0 < mx0), turn: conv.turn % (cycleTurns + 1), gcs: [2]uint32{gcs, ms.NumGC}}
+					if mx1 >= mx0 {
+						tr.frames = mx1 - mx0
+					}
+					trs = append(trs, tr)
 					for _, c := range []string{class, "all"} {
 						if cost[c] == nil {
 							cost[c] = &reqCost{}
@@ -302,6 +320,11 @@ func BenchmarkProxyLatency(b *testing.B) {
 				b.ReportMetric(all.cpuMicros(), "overhead-cpu-µs/req")
 				b.ReportMetric(all.allocs/float64(all.n), "overhead-allocs/req")
 				b.ReportMetric(all.bytes/float64(all.n)/1024, "overhead-KB/req")
+				var f50d time.Duration
+				if len(df) > 0 {
+					f50d = time.Duration(percentile(df, 0.5)) * time.Microsecond
+				}
+				reportTail(b, trs, f50d, wal != nil)
 				if len(df) > 0 {
 					f50 := percentile(df, 0.5)
 					b.ReportMetric(f50, "fsync-p50-µs")

@@ -40,6 +40,7 @@ type harnessOpts struct {
 	budget   int
 	llmOpts  []fakellm.Option
 	pxConfig func(*proxy.Config)
+	wrap     func(store.Store) store.Store // wraps the store the server is given
 }
 
 // testPolicy keeps the budget small so that compaction happens.
@@ -71,12 +72,16 @@ func startServer(t testing.TB, o harnessOpts) *harness {
 			t.Fatal(err)
 		}
 	}
+	served := st
+	if o.wrap != nil {
+		served = o.wrap(st)
+	}
 	pol := testPolicy(o.budget)
 	cfg := proxy.Config{OpenAIUpstream: llm.URL(), AnthropicUpstream: llm.URL()}
 	if o.pxConfig != nil {
 		o.pxConfig(&cfg)
 	}
-	srv, err := server.New(context.Background(), server.Config{Addr: "127.0.0.1:0", Keys: o.keys, Store: st, Engine: mneme.Config{Policy: &pol}, Proxy: cfg, Logger: quiet})
+	srv, err := server.New(context.Background(), server.Config{Addr: "127.0.0.1:0", Keys: o.keys, Store: served, Engine: mneme.Config{Policy: &pol}, Proxy: cfg, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
