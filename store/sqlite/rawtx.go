@@ -153,6 +153,7 @@ func (s *Store) rawWriteTx(ctx context.Context, fn func(x rawTx) error) error {
 			x.ExecContext(ctx, `ROLLBACK`)
 			return classify("commit", err)
 		}
+		s.committed()
 		return nil
 	})
 	if err != nil {

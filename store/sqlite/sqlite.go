@@ -66,6 +66,9 @@ type Store struct {
 	search     searchStmts        // Search's statements, prepared on first use (search.go)
 	reads      stmtCache          // the fixed reads' statements on r (stmts.go)
 	ahead      backend.Background // the archive index's queue moved in the background (search.go)
+	ck         *sql.DB            // the background checkpoints' connection (checkpoint.go); nil if read-only
+	ckRun      backend.Background // the background checkpoint under way
+	commits    atomic.Int64       // commits since the last background checkpoint started
 }
 
 var _ store.Store = (*Store)(nil)
@@ -90,6 +93,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		wq[k] = append([]string(nil), v...)
 	}
 	wq.Add("_pragma", "journal_mode(WAL)")
+	wq.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walBackstop))
 	wq.Set("_txlock", "immediate")
 	w, err := sql.Open("sqlite", path+"?"+wq.Encode())
 	if err != nil {
@@ -108,6 +112,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: migrate %s: %w%s", path, err, whyNotWritable(path))
 	}
 
+	ckq := url.Values{}
+	for k, v := range common {
+		ckq[k] = append([]string(nil), v...)
+	}
 	rq := common
 	rq.Add("_pragma", "query_only(1)")
 	r, err := sql.Open("sqlite", path+"?"+rq.Encode())
@@ -127,6 +135,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if fi, err := os.Stat(path); err == nil { // not for special names such as :memory:
 		st.file = fi
 		st.readOnly = !writable(path)
+	}
+	if !st.readOnly {
+		if st.ck, err = openCheckpointer(path, ckq); err != nil {
+			w.Close()
+			r.Close()
+			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		}
 	}
 	return st, nil
 }
@@ -212,8 +227,13 @@ func classify(op string, err error) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.ahead.Stop()
+		s.ckRun.Stop()
 		s.closeRaw()
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		var ckErr error
+		if s.ck != nil {
+			ckErr = s.ck.Close()
+		}
+		s.closeErr = errors.Join(s.r.Close(), s.w.Close(), ckErr)
 	})
 	return s.closeErr
 }
@@ -241,6 +261,7 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return classify("commit", err)
 	}
+	s.committed()
 	return s.checkFile()
 }
 
