@@ -80,12 +80,16 @@ func buildTerms(text string, bin bool) builtTerms {
 		text, lossy = text[:maxIndexText], partialLexs
 		// The cut may split a token; its tail is lost with the rest.
 	}
-	toks := fulltext.IndexTerms(text)
+	// The terms as substrings of IndexBody's one string (IndexTerms joined
+	// by spaces; terms hold none): IndexTerms made a string of each.
+	body := fulltext.IndexBody(text)
 	sc := termScratch.Get().(*indexScratch)
 	defer sc.put()
 	ids := sc.ids[:0] // each position's lexeme, -1 for none
 	var bytes int
-	for i, tok := range toks {
+	for i := 0; body != ""; i++ {
+		tok, rest, _ := strings.Cut(body, " ")
+		body = rest
 		id, ok := sc.byTok[tok]
 		if !ok {
 			if len(tok) > maxLexeme || bytes+len(tok) > maxLexemeBytes {
