@@ -112,15 +112,39 @@ func (c *Cache) DecodeAnthropicMessages(data []byte) ([]Message, error) {
 
 // DecodeOpenAIMessages is Cache.DecodeOpenAIMessages within the scope.
 func (sc Scoped) DecodeOpenAIMessages(data []byte) ([]Message, error) {
+	return sc.DecodeOpenAIElems(data, nil)
+}
+
+// Elem is an object element of a message list that its caller has found
+// already (Raw, a sub-slice of the list's data) and hashed (Cache.Hash):
+// a proxy checking a body splits its "messages" and hashes each element
+// for its own bookkeeping, so the decoder need not do both again.
+type Elem struct {
+	Raw  []byte
+	Hash uint64
+}
+
+// Hash is the hash the cache keys an element's bytes by.
+func (c *Cache) Hash(raw []byte) uint64 { return maphash.Bytes(c.seed, raw) }
+
+// DecodeOpenAIElems is DecodeOpenAIMessages given elems, the object
+// elements of data in order as the caller found them. An element of data
+// that starts where the next of elems starts (the same memory) is taken
+// to end where it ends, with its hash; any other is found and hashed as
+// DecodeOpenAIMessages does. What elems say is never trusted for the
+// result: a hit is still equal byte for byte to an object that decoded
+// whole, and a miss decodes its bytes, so wrong elems cost misses, never
+// a different message or error.
+func (sc Scoped) DecodeOpenAIElems(data []byte, elems []Elem) ([]Message, error) {
 	s := scanner{data: data}
-	return decodeListCached(&s, decodeOpenAIMessage, sc, apiOpenAI)
+	return decodeListCached(&s, decodeOpenAIMessage, sc, apiOpenAI, elems)
 }
 
 // DecodeAnthropicMessages is Cache.DecodeAnthropicMessages within the
 // scope.
 func (sc Scoped) DecodeAnthropicMessages(data []byte) ([]Message, error) {
 	s := scanner{data: data}
-	return decodeListCached(&s, decodeAnthropicMessage, sc, apiAnthropic)
+	return decodeListCached(&s, decodeAnthropicMessage, sc, apiAnthropic, nil)
 }
 
 // decodeListCached is decodeList taking each element that is an object
@@ -128,8 +152,9 @@ func (sc Scoped) DecodeAnthropicMessages(data []byte) ([]Message, error) {
 // its own copy of the bytes, so that what the cache keeps (the raw values
 // a message holds are sub-slices of what it was decoded from) does not keep
 // the request's body alive. Any element that does not decode alone is
-// decoded in place, as decodeList does, for the same error.
-func decodeListCached(s *scanner, decode func(*scanner) (Message, error), sc Scoped, api string) ([]Message, error) {
+// decoded in place, as decodeList does, for the same error. elems are
+// elements found by the caller (DecodeOpenAIElems).
+func decodeListCached(s *scanner, decode func(*scanner) (Message, error), sc Scoped, api string, elems []Elem) ([]Message, error) {
 	c := sc.c
 	if c == nil {
 		return decodeList(s, decode)
@@ -143,9 +168,17 @@ func decodeListCached(s *scanner, decode func(*scanner) (Message, error), sc Sco
 		idx = i
 		if s.peek() == '{' {
 			start := s.pos
-			end := skipObject(s.data, start)
+			var end int
+			var h uint64
+			if e := nextElem(elems, s.data, start); e != nil {
+				end, h = start+len(e.Raw), e.Hash
+				elems = elems[1:]
+			} else {
+				end = skipObject(s.data, start)
+				h = maphash.Bytes(c.seed, s.data[start:end])
+			}
 			raw := s.data[start:end]
-			if m, ok := c.decoded(decKey{sc.scope, api, maphash.Bytes(c.seed, raw)}, raw); ok {
+			if m, ok := c.decoded(decKey{sc.scope, api, h}, raw); ok {
 				out = append(out, m)
 				s.pos = end
 				return nil
@@ -153,7 +186,7 @@ func decodeListCached(s *scanner, decode func(*scanner) (Message, error), sc Sco
 			own := bytes.Clone(raw)
 			sub := scanner{data: own, depth: s.depth}
 			if m, err := decode(&sub); err == nil && sub.pos == len(own) {
-				c.keepDecoded(decKey{sc.scope, api, maphash.Bytes(c.seed, own)}, own, m)
+				c.keepDecoded(decKey{sc.scope, api, h}, own, m)
 				out = append(out, m)
 				s.pos = end
 				return nil
@@ -167,6 +200,20 @@ func decodeListCached(s *scanner, decode func(*scanner) (Message, error), sc Sco
 		return nil
 	})
 	return endList(s, out, idx, err)
+}
+
+// nextElem returns elems[0] when it is the element of d starting at
+// d[start]: the same memory, within d; otherwise nil, and elems[0] waits
+// for the element it starts.
+func nextElem(elems []Elem, d []byte, start int) *Elem {
+	if len(elems) == 0 {
+		return nil
+	}
+	e := &elems[0]
+	if len(e.Raw) == 0 || len(e.Raw) > len(d)-start || &e.Raw[0] != &d[start] {
+		return nil
+	}
+	return e
 }
 
 // skipObject returns the index after the object starting at d[i] ('{'),

@@ -246,3 +246,71 @@ func TestCacheScoped(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCacheElems: decoding with the elements a caller found
+// (DecodeOpenAIElems) gives what the uncached decoder gives, whether the
+// elements are right, hashed wrong, cut short or run long.
+func FuzzCacheElems(f *testing.F) {
+	seedGolden(f, "openai", func(b []byte) []byte { return b })
+	f.Add([]byte(`[{"role":"user","content":"a"} , {"role":"user","content":"b"},1,{"role":"assistant","content":"c"}]`))
+	c := NewCache(1 << 16)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		right := topElems(c, data)
+		variants := [][]Elem{right, nil}
+		for v := range 3 {
+			es := make([]Elem, len(right))
+			for i, e := range right {
+				switch v {
+				case 0: // hashed wrong
+					e.Hash ^= 1
+				case 1: // cut short
+					if len(e.Raw) > 1 {
+						e.Raw = e.Raw[:len(e.Raw)-1]
+					}
+				case 2: // running on
+					e.Raw = e.Raw[:min(cap(e.Raw), len(e.Raw)+2)]
+				}
+				es[i] = e
+			}
+			variants = append(variants, es)
+		}
+		if len(right) > 1 {
+			variants = append(variants, right[1:], right[:1], append([]Elem{right[1]}, right...))
+		}
+		for _, es := range variants {
+			checkCacheDecode(t, c, data, DecodeOpenAIMessages, func(d []byte) ([]Message, error) {
+				return c.For("").DecodeOpenAIElems(d, es)
+			})
+		}
+	})
+}
+
+// topElems finds the objects of a top-level JSON array, as a caller
+// splitting its body would, hashed by c.
+func topElems(c *Cache, d []byte) []Elem {
+	i := 0
+	for i < len(d) && (d[i] == ' ' || d[i] == '\n' || d[i] == '\t' || d[i] == '\r') {
+		i++
+	}
+	if i >= len(d) || d[i] != '[' {
+		return nil
+	}
+	var out []Elem
+	for i++; i < len(d); {
+		switch d[i] {
+		case '{', '[':
+			end := skipObject(d, i)
+			if d[i] == '{' {
+				out = append(out, Elem{Raw: d[i:end:len(d)], Hash: c.Hash(d[i:end])})
+			}
+			i = end
+		case '"':
+			i = skipStr(d, i)
+		case ']':
+			return out
+		default:
+			i++
+		}
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/mnemehq/mneme/message"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,43 @@ func BenchmarkDecodeRequest(b *testing.B) {
 			b.ReportMetric(us(stages[2]), "messages-µs")
 			b.ReportMetric(us(stages[3]), "checkConversation-µs")
 			b.ReportMetric(us(stages[0]+stages[1]+stages[2]+stages[3]), "µs/request")
+		})
+	}
+}
+
+// BenchmarkResendRequest is the proxy's reading of a resend client's
+// request whose messages it has seen before, all but the last two: the
+// check of the body through the checked elements, and the messages taken
+// from the decode cache.
+//
+//	go test ./proxy/ -run '^$' -bench ResendRequest
+func BenchmarkResendRequest(b *testing.B) {
+	for _, n := range []int{58, 500} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			prev, body := benchBody(n-2), benchBody(n)
+			cache := message.NewCache(0)
+			set := newCheckedSet(cache.Hash)
+			d := openAIDialect{cache.For("t")}
+			for _, bd := range [][]byte{prev, body} {
+				req, err := set.check("t", bd)
+				if err != nil || req == nil {
+					b.Fatal(req, err)
+				}
+				if _, err := d.messages(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				req, err := set.check("t", body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if msgs, err := d.messages(req); err != nil || len(msgs) != n {
+					b.Fatal(len(msgs), err)
+				}
+			}
 		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"hash/maphash"
 	"sync"
+
+	"github.com/mnemehq/mneme/message"
 )
 
 // A resend client's body is the previous one's and a step more: its
@@ -23,7 +25,7 @@ const checkedBytes = 32 << 20
 // checkedSet remembers message elements of bodies that passed checkBody,
 // by their bytes. Safe for concurrent use.
 type checkedSet struct {
-	seed maphash.Seed
+	hash func([]byte) uint64
 
 	mu       sync.Mutex
 	cur, old map[checkedKey][]byte
@@ -37,35 +39,40 @@ type checkedKey struct {
 	h      uint64
 }
 
-func newCheckedSet() *checkedSet {
-	return &checkedSet{seed: maphash.MakeSeed(), cur: map[checkedKey][]byte{}}
+// newCheckedSet returns a set that hashes elements with hash: the
+// proxy's message cache's (message.Cache.Hash), so that the decoder takes
+// each element's hash from the check (message.Elem) instead of hashing it
+// again. nil hashes with a seed of the set's own.
+func newCheckedSet(hash func([]byte) uint64) *checkedSet {
+	if hash == nil {
+		seed := maphash.MakeSeed()
+		hash = func(b []byte) uint64 { return maphash.Bytes(seed, b) }
+	}
+	return &checkedSet{hash: hash, cur: map[checkedKey][]byte{}}
 }
 
-func (c *checkedSet) has(tenant string, elem []byte) bool {
-	k := checkedKey{tenant, maphash.Bytes(c.seed, elem)}
+func (c *checkedSet) has(tenant string, elem message.Elem) bool {
+	k := checkedKey{tenant, elem.Hash}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.cur[k]; ok {
-		return bytes.Equal(e, elem)
+		return bytes.Equal(e, elem.Raw)
 	}
 	e, ok := c.old[k]
-	if !ok || !bytes.Equal(e, elem) {
+	if !ok || !bytes.Equal(e, elem.Raw) {
 		return false
 	}
 	c.keepLocked(k, e)
 	return true
 }
 
-func (c *checkedSet) keep(tenant string, elems [][]byte) {
-	ks := make([]checkedKey, len(elems))
-	for i, e := range elems {
-		ks[i] = checkedKey{tenant, maphash.Bytes(c.seed, e)}
-	}
+func (c *checkedSet) keep(tenant string, elems []message.Elem) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, e := range elems {
-		if _, ok := c.cur[ks[i]]; !ok {
-			c.keepLocked(ks[i], bytes.Clone(e))
+	for _, e := range elems {
+		k := checkedKey{tenant, e.Hash}
+		if _, ok := c.cur[k]; !ok {
+			c.keepLocked(k, bytes.Clone(e.Raw))
 		}
 	}
 }
@@ -79,18 +86,20 @@ func (c *checkedSet) keepLocked(k checkedKey, e []byte) {
 }
 
 // check is checkBody(body), reusing the elements of tenant's bodies c
-// keeps; when it split a body
-// that passed, it also returns its fields (what parseChecked returns).
+// keeps; when it split a body that passed, it also returns its fields
+// (what parseChecked returns), with the object elements of "messages"
+// and their hashes in o.elems.
 func (c *checkedSet) check(tenant string, body []byte) (*object, error) {
 	if c == nil {
 		return nil, checkBody(body)
 	}
-	o, elems, spans := messageElems(body)
+	o, elems, spans := messageElems(body, c.hash)
 	if elems == nil {
 		return nil, checkBody(body)
 	}
+	o.elems = elems
 	var known []int // spans of known elements
-	var fresh [][]byte
+	var fresh []message.Elem
 	for i, e := range elems {
 		if c.has(tenant, e) {
 			known = append(known, spans[i][0], spans[i][1])
@@ -129,20 +138,21 @@ func sumSpans(spans []int) int {
 }
 
 // messageElems returns the body's fields and the elements of its
-// top-level "messages" array that are objects, and where each is in body;
-// nil when the body's fields do not split (parseObjectSplit) or it has no
-// such array. It does not validate: check validates what it finds in
-// context.
-func messageElems(body []byte) (*object, [][]byte, [][2]int) {
+// top-level "messages" array that are objects, hashed by hash, and where
+// each is in body; nil when the body's fields do not split
+// (parseObjectSplit) or it has no such array. It does not validate: check
+// validates what it finds in context.
+func messageElems(body []byte, hash func([]byte) uint64) (*object, []message.Elem, [][2]int) {
 	o, spans, err := parseObjectSplit(body, "messages")
 	if err != nil || len(spans) == 0 {
 		return nil, nil, nil
 	}
-	elems := make([][]byte, 0, len(spans))
+	elems := make([]message.Elem, 0, len(spans))
 	objs := spans[:0]
 	for _, sp := range spans {
 		if body[sp[0]] == '{' {
-			elems = append(elems, body[sp[0]:sp[1]])
+			raw := body[sp[0]:sp[1]]
+			elems = append(elems, message.Elem{Raw: raw, Hash: hash(raw)})
 			objs = append(objs, sp)
 		}
 	}

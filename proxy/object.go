@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+
+	"github.com/mnemehq/mneme/message"
 )
 
 // object is a request body's top-level JSON object kept as raw field values
@@ -11,6 +13,10 @@ import (
 // (messages, system, tools) and give every other field back byte for byte.
 type object struct {
 	fields []objField
+	// elems are the object elements of "messages" with their hashes, when
+	// the body was checked by a checkedSet (message.Scoped.DecodeOpenAIElems
+	// takes them instead of finding and hashing them again).
+	elems []message.Elem
 }
 
 type objField struct {

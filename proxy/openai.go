@@ -27,7 +27,7 @@ func (d openAIDialect) messages(req *object) ([]message.Message, error) {
 	if raw == nil {
 		return nil, errNoMessages
 	}
-	return d.c.DecodeOpenAIMessages(raw)
+	return d.c.DecodeOpenAIElems(raw, req.elems)
 }
 
 func (d openAIDialect) build(req *object, win []message.Message, recall bool) ([]byte, error) {

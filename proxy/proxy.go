@@ -97,7 +97,8 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Engine == nil {
 		return nil, errors.New("proxy: Config.Engine is required")
 	}
-	p := &Proxy{cfg: cfg, m: cfg.Engine, store: cfg.Engine.Store(), client: cfg.Client, log: cfg.Logger, cache: message.NewCache(0), checked: newCheckedSet()}
+	p := &Proxy{cfg: cfg, m: cfg.Engine, store: cfg.Engine.Store(), client: cfg.Client, log: cfg.Logger, cache: message.NewCache(0)}
+	p.checked = newCheckedSet(p.cache.Hash)
 	var err error
 	if p.openai, err = baseURL(cfg.OpenAIUpstream, DefaultOpenAIUpstream); err != nil {
 		return nil, fmt.Errorf("proxy: openai upstream: %w", err)
