@@ -1,6 +1,7 @@
 package mneme
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1101,11 +1102,16 @@ func (t *Thread) Parent(ctx context.Context) (string, error) {
 // for message (message.SameContent), as the last one. What it returns is
 // what requestProjection returns (TestHistoryMemoProjects).
 
-// historyMemoBytes bounds the text historyMemo keeps, per generation.
-const historyMemoBytes = 32 << 20
+// DefaultRequestMemoBytes bounds the text the engine's memo of each
+// thread's last request keeps (Config.RequestMemoBytes): half of it per
+// generation.
+const DefaultRequestMemoBytes = 64 << 20
 
-// historyMemo is safe for concurrent use; its zero value is empty.
+// historyMemo is safe for concurrent use; its zero value is empty and
+// holds DefaultRequestMemoBytes at most.
 type historyMemo struct {
+	limit int // bytes per generation; 0: DefaultRequestMemoBytes/2; < 0: keep nothing
+
 	mu       sync.Mutex
 	cur, old map[threadKey]*projMemo
 	size     int // the bytes of cur's messages
@@ -1128,6 +1134,9 @@ func (h *historyMemo) get(k threadKey) *projMemo {
 }
 
 func (h *historyMemo) put(k threadKey, p *projMemo) {
+	if h.limit < 0 {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cur == nil {
@@ -1138,7 +1147,7 @@ func (h *historyMemo) put(k threadKey, p *projMemo) {
 	}
 	h.cur[k] = p
 	h.size += p.cum[len(p.cum)-1]
-	if h.size > historyMemoBytes {
+	if h.size > cmp.Or(h.limit, DefaultRequestMemoBytes/2) {
 		h.old, h.cur, h.size = h.cur, map[threadKey]*projMemo{}, 0
 	}
 }

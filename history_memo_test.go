@@ -43,10 +43,18 @@ func randomMessage(r *rand.Rand, i int) message.Message {
 // what requestProjection gives, whatever each request shares with the one
 // before it on the thread: all of it and more (a resend client), a prefix
 // and other messages (an edit, a regenerated answer), less (a re-run),
-// nothing, or the same messages changed in place after the projection.
+// nothing, or the same messages changed in place after the projection;
+// with the memo at its default bound, bounded to a few requests (its
+// generations turn all the time), and keeping nothing
+// (Config.RequestMemoBytes < 0).
 func TestHistoryMemoProjects(t *testing.T) {
+	for _, limit := range []int{0, 256, -1} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) { checkHistoryMemo(t, &historyMemo{limit: limit}) })
+	}
+}
+
+func checkHistoryMemo(t *testing.T, h *historyMemo) {
 	r := rand.New(rand.NewPCG(19, 58))
-	var h historyMemo
 	for thread := range 200 {
 		k := threadKey{"t", fmt.Sprint(thread % 7)}
 		var msgs []message.Message
@@ -73,6 +81,9 @@ func TestHistoryMemoProjects(t *testing.T) {
 			if !reflect.DeepEqual(got.units, want.units) || !reflect.DeepEqual(got.leadSys, want.leadSys) ||
 				!reflect.DeepEqual(got.system, want.system) || got.started != want.started || got.open || want.open {
 				t.Fatalf("thread %d request %d (%d messages): memo projection differs\n got %+v\nwant %+v", thread, req, len(msgs), got.units, want.units)
+			}
+			if h.limit < 0 && h.get(k) != nil {
+				t.Fatalf("thread %d request %d: a memo bounded to nothing keeps a request", thread, req)
 			}
 		}
 	}

@@ -105,6 +105,11 @@ type Config struct {
 	// running at once (default DefaultMaxBackgroundJobs); beyond it the
 	// work happens on the request path (see jobs.go).
 	MaxBackgroundJobs int
+	// RequestMemoBytes bounds the memory of the engine's memo of each
+	// thread's last resend request (what lets AppendHistory project only
+	// what a request adds): 0 means DefaultRequestMemoBytes; a negative
+	// value keeps no memo (every request is projected whole).
+	RequestMemoBytes int
 	// Refs, when set, makes the refs of new messages instead of
 	// store.NewRef (random and unguessable, I8). It is for benchmarks that
 	// must repeat token for token from a seed (a ref is counted in masked
@@ -230,6 +235,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	m.startRecall()
 	m.tokens = token.NewCache()
 	m.threads = map[threadKey]*threadState{}
+	if cfg.RequestMemoBytes != 0 {
+		m.requests.limit = max(cfg.RequestMemoBytes/2, -1)
+	}
 	return m, nil
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"hash/maphash"
 	"sync"
 
@@ -19,13 +20,15 @@ import (
 // again, for the error checkBody gives. FuzzCheckedBody compares it
 // with checkBody.
 
-// checkedBytes bounds the elements the set keeps, per generation.
+// checkedBytes bounds the elements a set keeps, per generation, unless
+// its limit says otherwise.
 const checkedBytes = 32 << 20
 
 // checkedSet remembers message elements of bodies that passed checkBody,
 // by their bytes. Safe for concurrent use.
 type checkedSet struct {
-	hash func([]byte) uint64
+	hash  func([]byte) uint64
+	limit int // bytes per generation; 0: checkedBytes
 
 	mu       sync.Mutex
 	cur, old map[checkedKey][]byte
@@ -80,7 +83,7 @@ func (c *checkedSet) keep(tenant string, elems []message.Elem) {
 func (c *checkedSet) keepLocked(k checkedKey, e []byte) {
 	c.cur[k] = e
 	c.size += len(e) + 64
-	if c.size > checkedBytes {
+	if c.size > cmp.Or(c.limit, checkedBytes) {
 		c.old, c.cur, c.size = c.cur, map[checkedKey][]byte{}, 0
 	}
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ const (
 	DefaultOpenAIUpstream    = "https://api.openai.com"
 	DefaultAnthropicUpstream = "https://api.anthropic.com"
 	DefaultMaxBodyBytes      = 32 << 20
+	DefaultCacheBytes        = 128 << 20
 	DefaultRecallRounds      = 4
 	DefaultUpstreamTimeout   = 10 * time.Minute
 )
@@ -68,6 +70,12 @@ type Config struct {
 	UpstreamTimeout time.Duration
 	// Logger for one line per request. Default slog.Default().
 	Logger *slog.Logger
+	// CacheBytes bounds the memory of the caches that let a resend
+	// client's request cost what it adds: half for its messages decoded and
+	// the window's encoded (message.Cache), half for the message elements
+	// of bodies already checked. Default DefaultCacheBytes; a negative
+	// value keeps no caches.
+	CacheBytes int64
 }
 
 // Proxy serves the OpenAI and Anthropic routes. It is safe for concurrent
@@ -97,8 +105,13 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Engine == nil {
 		return nil, errors.New("proxy: Config.Engine is required")
 	}
-	p := &Proxy{cfg: cfg, m: cfg.Engine, store: cfg.Engine.Store(), client: cfg.Client, log: cfg.Logger, cache: message.NewCache(0)}
-	p.checked = newCheckedSet(p.cache.Hash)
+	p := &Proxy{cfg: cfg, m: cfg.Engine, store: cfg.Engine.Store(), client: cfg.Client, log: cfg.Logger}
+	if cfg.CacheBytes >= 0 {
+		n := cmp.Or(cfg.CacheBytes, DefaultCacheBytes)
+		p.cache = message.NewCache(int(max(n/2, 1)))
+		p.checked = newCheckedSet(p.cache.Hash)
+		p.checked.limit = int(max(n/4, 1))
+	}
 	var err error
 	if p.openai, err = baseURL(cfg.OpenAIUpstream, DefaultOpenAIUpstream); err != nil {
 		return nil, fmt.Errorf("proxy: openai upstream: %w", err)

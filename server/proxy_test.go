@@ -228,8 +228,18 @@ func TestParseKeys(t *testing.T) {
 	}
 }
 
+// TestThreadIdentityAndForks, with the proxy's caches at their default
+// size, bounded to next to nothing (every entry turns a generation), and
+// off (proxy.Config.CacheBytes < 0): the caches change no answer.
 func TestThreadIdentityAndForks(t *testing.T) {
-	h := startServer(t, harnessOpts{})
+	for _, n := range []int64{0, 1, -1} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			checkThreadIdentity(t, startServer(t, harnessOpts{pxConfig: func(c *proxy.Config) { c.CacheBytes = n }}))
+		})
+	}
+}
+
+func checkThreadIdentity(t *testing.T, h *harness) {
 	url := h.url + "/v1/chat/completions"
 	send := func(hdr map[string]string, msgs ...string) string {
 		t.Helper()

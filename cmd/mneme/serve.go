@@ -48,6 +48,7 @@ type serveOptions struct {
 	anthropicKey      string
 	upstreamTimeout   time.Duration
 	maxBodyMiB        int
+	cacheMiB          int
 	recallRounds      int
 	tenantConcurrency int
 	retain            string
@@ -148,6 +149,7 @@ only a loopback --addr is allowed unless --insecure.
 	f.StringVar(&o.anthropicKey, "anthropic-key", "", "Anthropic key the server sends upstream (default: the client's)")
 	f.DurationVar(&o.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on one request's exchange with the upstream, stream included (504 beyond)")
 	f.IntVar(&o.maxBodyMiB, "max-body-mib", proxy.DefaultMaxBodyBytes>>20, "largest request body, in MiB (413 beyond)")
+	f.IntVar(&o.cacheMiB, "cache-mib", (proxy.DefaultCacheBytes+mneme.DefaultRequestMemoBytes)>>20, "memory, in MiB, for the caches that let a resend request cost what it adds: two thirds the proxy's (messages decoded and encoded, bodies checked), a third the engine's last request per thread; 0: no caches")
 	f.IntVar(&o.tenantConcurrency, "tenant-concurrency", server.DefaultTenantConcurrency, "most requests one tenant may have in flight (429 with Retry-After beyond); -1: no limit")
 	f.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "most connections open at once; past it the longest-idle one is closed")
 	f.DurationVar(&o.headerTimeout, "header-timeout", server.DefaultHeaderTimeout, "bound on reading a request's headers")
@@ -358,6 +360,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 			sum.APIKey = o.openaiKey
 		}
 	}
+	proxyCache, memoBytes := o.cacheBytes()
 	st, err := dsn.Open(ctx, o.store)
 	if err != nil {
 		return err
@@ -365,8 +368,9 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o serveOptions) err
 	defer st.Close()
 	srv, err := server.New(ctx, server.Config{
 		Addr: o.addr, Keys: keys, Insecure: o.insecure, Store: st,
-		Engine: mneme.Config{Policy: &pol, Summarizer: sum, Buffer: o.buffer},
+		Engine: mneme.Config{Policy: &pol, Summarizer: sum, Buffer: o.buffer, RequestMemoBytes: memoBytes},
 		Proxy: proxy.Config{
+			CacheBytes:     proxyCache,
 			OpenAIUpstream: o.openaiUpstream, AnthropicUpstream: o.anthropicUpstream,
 			OpenAIKey: o.openaiKey, AnthropicKey: o.anthropicKey,
 			MaxBodyBytes:    int64(o.maxBodyMiB) << 20,
@@ -584,4 +588,14 @@ func (d *demoScript) run(ctx context.Context, out io.Writer, base string, budget
 	d.mu.Unlock()
 	fmt.Fprintf(out, "\nthread %s: the agent resent its whole history (%d messages at the end) on every call; the model saw only the window, and the log holds each message once.\n", d.thread, len(history))
 	return nil
+}
+
+// cacheBytes splits --cache-mib between the proxy's caches (two thirds)
+// and the engine's memo of requests (a third); 0 or less turns both off.
+func (o serveOptions) cacheBytes() (proxyCache int64, memo int) {
+	if o.cacheMiB <= 0 {
+		return -1, -1
+	}
+	n := int64(o.cacheMiB) << 20
+	return n - n/3, int(n / 3)
 }

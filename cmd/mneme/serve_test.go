@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mnemehq/mneme"
+	"github.com/mnemehq/mneme/proxy"
 )
 
 // TestServeSettingsPrecedence: a flag beats its environment variable, which
@@ -106,5 +109,21 @@ func TestServeDemo(t *testing.T) {
 	}
 	if n := strings.Count(text, "\ncall "); n != 40 {
 		t.Errorf("%d calls printed, want 40", n)
+	}
+}
+
+// TestCacheBytes: --cache-mib gives the proxy two thirds and the engine a
+// third, today's sizes by default; 0 turns both off.
+func TestCacheBytes(t *testing.T) {
+	var o serveOptions
+	if err := newServeCmd(&o).ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if px, memo := o.cacheBytes(); px != proxy.DefaultCacheBytes || memo != mneme.DefaultRequestMemoBytes {
+		t.Errorf("default --cache-mib %d: proxy %d, engine %d; want %d, %d", o.cacheMiB, px, memo, proxy.DefaultCacheBytes, mneme.DefaultRequestMemoBytes)
+	}
+	o.cacheMiB = 0
+	if px, memo := o.cacheBytes(); px >= 0 || memo >= 0 {
+		t.Errorf("--cache-mib 0: proxy %d, engine %d; want both off (negative)", px, memo)
 	}
 }
