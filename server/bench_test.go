@@ -247,7 +247,9 @@ func BenchmarkProxyLatency(b *testing.B) {
 					pc0 := probe.counts()
 					bf0, mx0 := wal.read()
 					c2 := storetest.CPUTime()
+					probe.timed.Store(true)
 					rb, d, hdr, err := doH(proxied, thread, body)
+					probe.timed.Store(false)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -269,7 +271,7 @@ func BenchmarkProxyLatency(b *testing.B) {
 					tr := reqTrace{over: d - d0, cpu: c3 - c2 - (c1 - c0), class: class,
 						appends: pc1.appends - pc0.appends, searches: pc1.searches - pc0.searches,
 						appendD: time.Duration(pc1.appendNs - pc0.appendNs), searchD: time.Duration(pc1.searchNs - pc0.searchNs),
-						ckpt: bf1 > bf0 || (mx1 < mx0 && bf0 < mx0), turn: conv.turn % (cycleTurns + 1), gcs: [2]uint32{gcs, ms.NumGC}}
+						ckpt: bf1 > bf0 || (mx1 < mx0 && bf0 < mx0), turn: conv.turn % (cycleTurns + 1), gcs: [2]uint32{gcs, ms.NumGC}, kinds: probe.takeKinds()}
 					if mx1 >= mx0 {
 						tr.frames = mx1 - mx0
 					}
@@ -325,6 +327,9 @@ func BenchmarkProxyLatency(b *testing.B) {
 					f50d = time.Duration(percentile(df, 0.5)) * time.Microsecond
 				}
 				reportTail(b, trs, f50d, wal != nil)
+				probe.mu.Lock()
+				b.Logf("events the timed requests appended: %v, %d KB of text and data", probe.kinds, probe.bytes>>10)
+				probe.mu.Unlock()
 				if len(df) > 0 {
 					f50 := percentile(df, 0.5)
 					b.ReportMetric(f50, "fsync-p50-µs")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,11 @@ import (
 // probeStore counts and times the store's appends and searches.
 type probeStore struct {
 	store.Store
+	timed              atomic.Bool // a timed request is in flight: count its events
+	mu                 sync.Mutex
+	kinds              map[store.Kind]int // events the timed requests appended, by kind
+	reqKinds           map[store.Kind]int // those of the request in flight
+	bytes              int                // their messages' and data's bytes, roughly
 	appends, searches  atomic.Int64
 	appendNs, searchNs atomic.Int64
 }
@@ -33,11 +39,49 @@ type probeStore struct {
 func (p *probeStore) Unwrap() store.Store { return p.Store }
 
 func (p *probeStore) Append(ctx context.Context, tenant, thread string, after int64, evs []store.Event) ([]store.Event, error) {
+	if p.timed.Load() {
+		p.count(evs)
+	}
 	start := time.Now()
 	out, err := p.Store.Append(ctx, tenant, thread, after, evs)
 	p.appendNs.Add(int64(time.Since(start)))
 	p.appends.Add(1)
 	return out, err
+}
+
+// count adds evs to the kinds and bytes appended.
+func (p *probeStore) count(evs []store.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.kinds == nil {
+		p.kinds, p.reqKinds = map[store.Kind]int{}, map[store.Kind]int{}
+	}
+	for _, e := range evs {
+		p.kinds[e.Kind]++
+		p.reqKinds[e.Kind]++
+		p.bytes += len(e.Data)
+		if e.Message != nil {
+			for _, pt := range e.Message.Parts {
+				p.bytes += len(pt.Text) + len(pt.Arguments)
+			}
+		}
+	}
+}
+
+// takeKinds returns the kinds of the events other than messages that
+// the request in flight appended, and forgets them.
+func (p *probeStore) takeKinds() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ks []string
+	for k, n := range p.reqKinds {
+		if k != store.KindMessage {
+			ks = append(ks, fmt.Sprintf("%s×%d", k, n))
+		}
+	}
+	clear(p.reqKinds)
+	slices.Sort(ks)
+	return strings.Join(ks, ",")
 }
 
 func (p *probeStore) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
@@ -99,6 +143,7 @@ type reqTrace struct {
 	turn              int       // the request's place in its conversation (1: the first after the untimed start)
 	gcs               [2]uint32 // runtime.MemStats.NumGC before and after the request
 	gcAfter           bool      // a GC cycle ended before the next request began: its mark phase may have overlapped this one
+	kinds             string    // the events other than messages it appended (a step's)
 }
 
 func (r reqTrace) String() string {
@@ -110,31 +155,40 @@ func (r reqTrace) String() string {
 	if r.gcAfter {
 		s += " gc-after"
 	}
+	if r.kinds != "" {
+		s += " +" + r.kinds
+	}
 	return s
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 
-// cause names what a slow request is made of, first match: a compaction
-// step or a search (auto-recall) on the request path, a checkpoint, a GC,
-// more than the one append, an append slower than slowAppend (a wait: the
-// disk's fsync tail or the write lock), a GC that ended soon after (whose
-// marking began during the request), CPU well over the steady median (work
-// beside the request: a background index move), else other.
-func (r reqTrace) cause(slowAppend, cpuMedian time.Duration) string {
+// cause names what a slow request is mostly made of: the largest of its
+// appends beyond one fsync (a "checkpoint" when the WAL checkpoint moved
+// during the request, else a "slow-append": a wait on the disk's fsync
+// tail or on the write lock), its searches (auto-recall's, "search"), and
+// the rest of its overhead. The rest is a "compaction" step (compacted,
+// masked or reflected events), a "recall-step" (a step that only
+// replaced the recalled block: a note), a "gc" (one ended during the
+// request) or "gc-after" (one ended before the next: its marking
+// overlapped), "cpu" (the process's CPU well over the steady median: work
+// beside the request, such as a background index move), else "other".
+func (r reqTrace) cause(fsync, cpuMedian time.Duration) string {
+	app, rest := r.appendD-fsync, r.over-r.appendD-r.searchD
 	switch {
-	case r.class == "compacted":
-		return "compacted"
-	case r.searches > 0:
+	case app >= r.searchD && app >= rest:
+		if r.ckpt {
+			return "checkpoint"
+		}
+		return "slow-append"
+	case r.searchD >= rest:
 		return "search"
-	case r.ckpt:
-		return "checkpoint"
+	case r.class == "compacted" && (strings.Contains(r.kinds, "compacted") || strings.Contains(r.kinds, "masked") || strings.Contains(r.kinds, "reflected")):
+		return "compaction"
+	case r.class == "compacted":
+		return "recall-step"
 	case r.class == "gc":
 		return "gc"
-	case r.appends > 1:
-		return "appends"
-	case r.appendD > slowAppend:
-		return "slow-append"
 	case r.gcAfter:
 		return "gc-after"
 	case r.cpu > 2*cpuMedian:
@@ -143,7 +197,7 @@ func (r reqTrace) cause(slowAppend, cpuMedian time.Duration) string {
 	return "other"
 }
 
-var causes = []string{"compacted", "search", "checkpoint", "gc", "appends", "slow-append", "gc-after", "cpu", "other"}
+var causes = []string{"checkpoint", "slow-append", "search", "compaction", "recall-step", "gc", "gc-after", "cpu", "other"}
 
 // reportTail reports what the requests at or over the overhead's p99 are
 // made of (the share of each cause), the steady requests' append time, and
@@ -157,7 +211,7 @@ func reportTail(b *testing.B, trs []reqTrace, fsyncP50 time.Duration, sqlite boo
 	}
 	var steadyAppend, steadyCPU []time.Duration
 	for _, r := range trs {
-		if r.class == "steady" && r.searches == 0 {
+		if r.class == "steady" {
 			steadyAppend = append(steadyAppend, r.appendD)
 			steadyCPU = append(steadyCPU, r.cpu)
 		}
@@ -183,11 +237,10 @@ func reportTail(b *testing.B, trs []reqTrace, fsyncP50 time.Duration, sqlite boo
 	sorted := slices.Clone(trs)
 	slices.SortFunc(sorted, func(a, b reqTrace) int { return int(b.over - a.over) })
 	tail := sorted[:max(1, len(sorted)/100)]
-	slowAppend := 2*fsyncP50 + time.Millisecond
 	count := map[string]int{}
 	var lines []string
 	for _, r := range tail {
-		c := r.cause(slowAppend, cpuMedian)
+		c := r.cause(fsyncP50, cpuMedian)
 		count[c]++
 		lines = append(lines, fmt.Sprintf("%-11s %s", c, r))
 	}
@@ -196,5 +249,22 @@ func reportTail(b *testing.B, trs []reqTrace, fsyncP50 time.Duration, sqlite boo
 			b.ReportMetric(float64(count[c])/float64(len(tail)), "tail-"+c+"-share")
 		}
 	}
-	b.Logf("slowest %d of %d requests (slow append > %v, steady CPU median %v):\n%s", len(tail), len(trs), slowAppend, cpuMedian, strings.Join(lines, "\n"))
+	// By the request's place in its conversation: how many compacted,
+	// and the median overhead (a step follows a conversation's start).
+	byTurn := map[int][]time.Duration{}
+	stepped := map[int]int{}
+	for _, r := range trs {
+		byTurn[r.turn] = append(byTurn[r.turn], r.over)
+		if r.class == "compacted" {
+			stepped[r.turn]++
+		}
+	}
+	var turns []string
+	for t := range cycleTurns + 1 {
+		if ds := byTurn[t]; len(ds) > 0 {
+			turns = append(turns, fmt.Sprintf("turn %d: %d of %d compacted, overhead p50 %.0f µs", t, stepped[t], len(ds), percentile(ds, 0.5)))
+		}
+	}
+	b.Logf("by turn:\n%s", strings.Join(turns, "\n"))
+	b.Logf("slowest %d of %d requests (fsync p50 %v, steady CPU median %v):\n%s", len(tail), len(trs), fsyncP50, cpuMedian, strings.Join(lines, "\n"))
 }
