@@ -166,17 +166,14 @@ func TestMigrateQueue(t *testing.T) {
 	}
 }
 
-// oldFile writes a file at schema version v holding thread acme/t with a
-// user message of each text, and lets index put each message's terms
-// (body) where that version kept them.
-func oldFile(t *testing.T, path string, v int, texts []string, index func(db *sql.DB, i int, id int64, body string) error) {
+// fileAt makes a file at schema version v, open.
+func fileAt(t *testing.T, path string, v int) *sql.DB {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
 	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +182,17 @@ func oldFile(t *testing.T, path string, v int, texts []string, index func(db *sq
 			t.Fatalf("migration %d: %v", k, err)
 		}
 	}
+	return db
+}
+
+// oldFile writes a file at schema version v holding thread acme/t with a
+// user message of each text, and lets index put each message's terms
+// (body) where that version kept them.
+func oldFile(t *testing.T, path string, v int, texts []string, index func(db *sql.DB, i int, id int64, body string) error) {
+	t.Helper()
+	ctx := context.Background()
+	db := fileAt(t, path, v)
+	defer db.Close()
 	if _, err := db.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens) VALUES ('acme', 't', 1, 1, ?, ?, ?)`, len(texts), len(texts), 10*len(texts)); err != nil {
 		t.Fatal(err)
 	}

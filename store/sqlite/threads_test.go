@@ -88,18 +88,7 @@ func TestThreadsListedByActive(t *testing.T) {
 func TestMigrateActive(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v7.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for k := 1; k <= 7; k++ {
-		if err := applyMigration(ctx, db, k); err != nil {
-			t.Fatalf("migration %d: %v", k, err)
-		}
-	}
+	db := fileAt(t, path, 7)
 	for i, u := range []int64{90_000_000_000, 30_000_000_000, 150_000_000_000} {
 		if _, err := db.ExecContext(ctx, `INSERT INTO threads (tenant, id, created, updated, last_seq, messages, tokens) VALUES ('acme', ?, 1, ?, 1, 0, 0)`, fmt.Sprint("t", i), u); err != nil {
 			t.Fatal(err)
@@ -143,18 +132,7 @@ func TestMigrateActive(t *testing.T) {
 func TestMigrateAutomerge(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v10.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for k := 1; k <= 10; k++ {
-		if err := applyMigration(ctx, db, k); err != nil {
-			t.Fatalf("migration %d: %v", k, err)
-		}
-	}
+	db := fileAt(t, path, 10)
 	automerge := func(db *sql.DB) (v sql.NullInt64) {
 		t.Helper()
 		err := db.QueryRowContext(ctx, `SELECT v FROM events_fts_config WHERE k = 'automerge'`).Scan(&v)
