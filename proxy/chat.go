@@ -250,13 +250,9 @@ func (x *exchange) offerRecall() bool {
 func (x *exchange) run(ctx context.Context, stream bool) (int, error) {
 	api := x.d.api()
 	for {
-		out, err := x.d.build(x.req, x.win.Messages, x.offerRecall())
+		resp, err := x.call(ctx, api)
 		if err != nil {
-			return 0, err
-		}
-		resp, err := x.p.send(ctx, x.r, api, x.d.path(), out)
-		if err != nil {
-			return 0, &status.Upstream{Err: err}
+			return 0, err // a status.Upstream when sending failed
 		}
 		if resp.StatusCode != http.StatusOK {
 			passThrough(x.w, resp)
@@ -309,6 +305,35 @@ func (x *exchange) run(ctx context.Context, stream bool) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// call builds the upstream body and sends it: into a pooled buffer when
+// the dialect writes into one (pooledBuilder). An error building is
+// returned as it is; one sending, as a status.Upstream.
+func (x *exchange) call(ctx context.Context, api API) (*http.Response, error) {
+	if pb, ok := x.d.(pooledBuilder); ok {
+		s := getBody()
+		defer s.release()
+		b, err := pb.buildInto(s.b, x.req, x.win.Messages, x.offerRecall())
+		if err != nil {
+			return nil, err
+		}
+		s.b = b
+		resp, err := x.p.sendPooled(ctx, x.r, api, x.d.path(), s)
+		if err != nil {
+			return nil, &status.Upstream{Err: err}
+		}
+		return resp, nil
+	}
+	out, err := x.d.build(x.req, x.win.Messages, x.offerRecall())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := x.p.send(ctx, x.r, api, x.d.path(), out)
+	if err != nil {
+		return nil, &status.Upstream{Err: err}
+	}
+	return resp, nil
 }
 
 // answer resolves recall calls; the results are marked as never seen by
@@ -395,10 +420,19 @@ func splitCalls(m message.Message) (recall []message.Part, client int) {
 // send makes one upstream call with the client's headers, minus those that
 // belong to the hop and to Mneme, plus the server's key when it has one.
 func (p *Proxy) send(ctx context.Context, in *http.Request, api API, path string, body []byte) (*http.Response, error) {
+	out, err := p.newUpstreamRequest(ctx, in, api, path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	return p.client.Do(out)
+}
+
+// newUpstreamRequest is send's request, not yet sent.
+func (p *Proxy) newUpstreamRequest(ctx context.Context, in *http.Request, api API, path string, body io.Reader) (*http.Request, error) {
 	u := *p.upstreamFor(api)
 	u.Path += path
 	u.RawQuery = in.URL.RawQuery
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +445,7 @@ func (p *Proxy) send(ctx context.Context, in *http.Request, api API, path string
 	stripMneme(out.Header)
 	out.Header.Set("Content-Type", "application/json")
 	p.setAuth(out.Header, api)
-	return p.client.Do(out)
+	return out, nil
 }
 
 // hopHeader reports headers that belong to one connection, or that the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/mnemehq/mneme/message"
 )
@@ -169,6 +170,12 @@ func (o *object) bytes() []byte {
 // set would place it: in place, or last when absent); size is about how
 // long that value will be.
 func (o *object) bytesWith(key string, size int, val func([]byte) ([]byte, error)) ([]byte, error) {
+	return o.bytesWithInto(nil, key, size, val)
+}
+
+// bytesWithInto is bytesWith appending to dst; on error dst's memory may
+// have been written past len(dst).
+func (o *object) bytesWithInto(dst []byte, key string, size int, val func([]byte) ([]byte, error)) ([]byte, error) {
 	n := 2 + size
 	found := false
 	for _, f := range o.fields {
@@ -177,7 +184,7 @@ func (o *object) bytesWith(key string, size int, val func([]byte) ([]byte, error
 			n += len(f.val)
 		}
 	}
-	b := make([]byte, 0, n)
+	b := slices.Grow(dst, n)
 	b = append(b, '{')
 	var err error
 	for i, f := range o.fields {

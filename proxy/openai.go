@@ -31,6 +31,11 @@ func (d openAIDialect) messages(req *object) ([]message.Message, error) {
 }
 
 func (d openAIDialect) build(req *object, win []message.Message, recall bool) ([]byte, error) {
+	return d.buildInto(nil, req, win, recall)
+}
+
+// buildInto is build appending to dst (pooledBuilder).
+func (d openAIDialect) buildInto(dst []byte, req *object, win []message.Message, recall bool) ([]byte, error) {
 	o := req
 	if recall {
 		o = &object{fields: slices.Clone(req.fields)}
@@ -38,7 +43,7 @@ func (d openAIDialect) build(req *object, win []message.Message, recall bool) ([
 	}
 	// The window is written into the body in place of the client's
 	// messages, most often about as long.
-	return o.bytesWith("messages", len(req.get("messages"))+len(req.get("messages"))/8, func(b []byte) ([]byte, error) {
+	return o.bytesWithInto(dst, "messages", len(req.get("messages"))+len(req.get("messages"))/8, func(b []byte) ([]byte, error) {
 		return d.c.AppendOpenAIMessages(b, win)
 	})
 }

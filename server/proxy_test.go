@@ -1,13 +1,18 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -392,4 +397,85 @@ func TestResponseHeaders(t *testing.T) {
 		t.Errorf("window tokens %q", hdr.Get(proxy.HeaderWindow))
 	}
 	_ = context.Background
+}
+
+// TestPooledUpstreamBodies: the upstream bodies the proxy writes into
+// pooled buffers reach the upstream whole and each its own, with many
+// clients at once (a buffer reused while the transport still read it
+// would mix two requests' messages or break the JSON).
+func TestPooledUpstreamBodies(t *testing.T) {
+	h := startServer(t, harnessOpts{})
+	const clients, turns = 12, 8
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pad := strings.Repeat(fmt.Sprintf("client %d. ", c), 50*(c+1))
+			msgs := []string{"system", "S", "user", pad + "start"}
+			for turn := range turns {
+				status, _, b := post(t, h.url+"/v1/chat/completions", chatBody(msgs...), map[string]string{proxy.HeaderThread: fmt.Sprintf("pool-%d", c)})
+				if status != 200 {
+					t.Errorf("client %d turn %d: %d %s", c, turn, status, b)
+					return
+				}
+				msgs = append(msgs, "assistant", "ok", "user", fmt.Sprintf("client %d. turn %d", c, turn))
+			}
+		}()
+	}
+	wg.Wait()
+	reqs := h.llm.Requests()
+	if len(reqs) != clients*turns {
+		t.Fatalf("upstream got %d requests, want %d", len(reqs), clients*turns)
+	}
+	marker := regexp.MustCompile(`client (\d+)\.`)
+	for i, r := range reqs {
+		if !json.Valid(r.Body) {
+			t.Fatalf("upstream body %d is not JSON: %.200q", i, r.Body)
+		}
+		seen := map[string]bool{}
+		for _, m := range marker.FindAllSubmatch(r.Body, -1) {
+			seen[string(m[1])] = true
+		}
+		if len(seen) != 1 {
+			t.Fatalf("upstream body %d carries the messages of clients %v", i, seen)
+		}
+	}
+}
+
+// TestPooledBodyRedirect: an upstream that redirects (307) gets the same
+// body at the new address: the client takes it again from the pooled
+// buffer (GetBody) while the exchange still holds it.
+func TestPooledBodyRedirect(t *testing.T) {
+	llm := fakellm.Start()
+	defer llm.Close()
+	var mu sync.Mutex
+	var first [][]byte
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		first = append(first, b)
+		mu.Unlock()
+		http.Redirect(w, r, llm.URL()+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer up.Close()
+	h := startServer(t, harnessOpts{pxConfig: func(c *proxy.Config) { c.OpenAIUpstream = up.URL }})
+	msgs := []string{"user", strings.Repeat("long ", 4000)}
+	for turn := range 3 {
+		if status, _, b := post(t, h.url+"/v1/chat/completions", chatBody(msgs...), map[string]string{proxy.HeaderThread: "redirected"}); status != 200 {
+			t.Fatalf("turn %d: %d %s", turn, status, b)
+		}
+		msgs = append(msgs, "assistant", "ok", "user", fmt.Sprint("turn ", turn))
+	}
+	reqs := llm.Requests()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reqs) != 3 || len(first) != 3 {
+		t.Fatalf("%d first requests, %d redirected, want 3 and 3", len(first), len(reqs))
+	}
+	for i := range reqs {
+		if !bytes.Equal(first[i], reqs[i].Body) || !json.Valid(first[i]) {
+			t.Errorf("request %d: redirected body differs from the first (%d and %d bytes)", i, len(first[i]), len(reqs[i].Body))
+		}
+	}
 }
