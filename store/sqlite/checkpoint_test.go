@@ -2,9 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -52,5 +54,49 @@ func TestBackgroundCheckpoint(t *testing.T) {
 	evs, err := s.Load(ctx, "acme", "t", 0, 0)
 	if err != nil || len(evs) != 3*checkpointEvery {
 		t.Fatalf("after reopening: %d events, %v", len(evs), err)
+	}
+}
+
+// TestWALBounded: under appends that never pause (four writers), the WAL
+// stops growing near walBackstop pages: the background checkpoints alone
+// never leave a moment at which SQLite may start the WAL over, and the
+// writer's own checkpoint must.
+func TestWALBounded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "wal.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// 600 messages of 64 KB: about 10,000 WAL pages in all, two and a half
+	// times walBackstop.
+	text := strings.Repeat("bounded write-ahead log ", 2800)
+	const writers, each = 4, 150
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := s.Append(ctx, "acme", fmt.Sprint("t", w), int64(i), msgEvent(text)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The WAL file keeps the largest size it reached: walBackstop pages,
+	// and the commits made while the writer's own checkpoint found the
+	// background's under way (it does not wait), and SQLite started the WAL
+	// over once one had copied every page. Unbounded, it would hold about
+	// 10,000.
+	if limit := int64(2*walBackstop) * (4096 + 24); fi.Size() > limit {
+		t.Fatalf("the WAL grew to %d bytes (%d pages), over %d", fi.Size(), fi.Size()/(4096+24), limit)
 	}
 }
