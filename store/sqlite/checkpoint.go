@@ -19,10 +19,11 @@ import (
 // every frame copied, which a checkpoint beside continuous commits never
 // leaves, and the writer's own then copies only what came after the
 // background's last.
-const (
-	checkpointEvery = 64
-	walBackstop     = 4000
-)
+const checkpointEvery = 64
+
+// walBackstop is the writer's wal_autocheckpoint, in pages (a variable for
+// the tests, which use a smaller one).
+var walBackstop = 4000
 
 // openCheckpointer opens the connection the background checkpoints run on.
 func openCheckpointer(path string, common url.Values) (*sql.DB, error) {

@@ -58,21 +58,23 @@ func TestBackgroundCheckpoint(t *testing.T) {
 }
 
 // TestWALBounded: under appends that never pause (four writers), the WAL
-// stops growing near walBackstop pages: the background checkpoints alone
+// stops growing near walBackstop pages (400 here): the background checkpoints alone
 // never leave a moment at which SQLite may start the WAL over, and the
 // writer's own checkpoint must.
 func TestWALBounded(t *testing.T) {
 	ctx := context.Background()
+	defer func(v int) { walBackstop = v }(walBackstop)
+	walBackstop = 400
 	path := filepath.Join(t.TempDir(), "wal.db")
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// 600 messages of 64 KB: about 10,000 WAL pages in all, two and a half
-	// times walBackstop.
+	// 60 messages of 64 KB (text and index terms): about 2,100 WAL pages
+	// in all, five times walBackstop.
 	text := strings.Repeat("bounded write-ahead log ", 2800)
-	const writers, each = 4, 150
+	const writers, each = 4, 15
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -94,8 +96,8 @@ func TestWALBounded(t *testing.T) {
 	// The WAL file keeps the largest size it reached: walBackstop pages,
 	// and the commits made while the writer's own checkpoint found the
 	// background's under way (it does not wait), and SQLite started the WAL
-	// over once one had copied every page. Unbounded, it would hold about
-	// 10,000.
+	// over once one had copied every page. Unbounded, it would hold them
+	// all.
 	if limit := int64(2*walBackstop) * (4096 + 24); fi.Size() > limit {
 		t.Fatalf("the WAL grew to %d bytes (%d pages), over %d", fi.Size(), fi.Size()/(4096+24), limit)
 	}
