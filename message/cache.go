@@ -163,6 +163,11 @@ func decodeListCached(s *scanner, decode func(*scanner) (Message, error), sc Sco
 		return nil, &DecodeError{Index: -1, Field: "messages", Msg: "want an array of messages"}
 	}
 	var out []Message
+	if len(elems) > 0 {
+		// Most often one message an element: one allocation, not a
+		// doubling slice's dozen (a Message is 168 bytes).
+		out = make([]Message, 0, len(elems))
+	}
 	idx := -1
 	err := s.array(func(i int) error {
 		idx = i
@@ -199,6 +204,9 @@ func decodeListCached(s *scanner, decode func(*scanner) (Message, error), sc Sco
 		out = append(out, m)
 		return nil
 	})
+	if len(out) == 0 {
+		out = nil // as decodeList gives an empty list
+	}
 	return endList(s, out, idx, err)
 }
 

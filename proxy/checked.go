@@ -101,7 +101,7 @@ func (c *checkedSet) check(tenant string, body []byte) (*object, error) {
 		return nil, checkBody(body)
 	}
 	o.elems = elems
-	var known []int // spans of known elements
+	known := make([]int, 0, 2*len(elems)) // spans of known elements
 	var fresh []message.Elem
 	for i, e := range elems {
 		if c.has(tenant, e) {
