@@ -290,3 +290,42 @@ func TestNeighbourhoodsKeptFromAppends(t *testing.T) {
 		t.Errorf("%d Loads for neighbourhoods of events the thread appended, want none", st.loads-loads)
 	}
 }
+
+// TestRecallKeptReclaimed: once the states keep more than recallReclaimAt
+// for auto-recall in all, pinning a state takes back what the least
+// recently used idle states keep (down to recallReclaimTo), so that the
+// thread in use can keep its own; a pinned state keeps its events, and
+// every state stays in the cache.
+func TestRecallKeptReclaimed(t *testing.T) {
+	m, err := Open(context.Background(), Config{Store: inmem.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	per := int64(maxRecallKeptTokens / 10) // each state's share of the bound
+	var states []*threadState
+	for i := range 8 { // 80%, over recallReclaimAt
+		ts := m.pin(threadKey{"t", fmt.Sprint(i)})
+		ts.recall.keep([]store.Event{{Seq: 1, Kind: store.KindMessage, Tokens: int(per - 1)}})
+		m.unpin(ts)
+		states = append(states, ts)
+	}
+	if got := m.recallKept.Load(); got != 8*per {
+		t.Fatalf("kept %d tokens, want %d", got, 8*per)
+	}
+	held := m.pin(states[0].key) // the least recently used, but in use
+	defer m.unpin(held)
+	m.unpin(m.pin(threadKey{"t", "new"}))
+	if got := m.recallKept.Load(); got != recallReclaimTo {
+		t.Fatalf("after reclaiming: %d tokens kept, want %d", got, int64(recallReclaimTo))
+	}
+	for i, ts := range states {
+		dropped := i >= 1 && i <= 3 // the three least recently used idle ones
+		if (ts.recall.evs == nil) != dropped {
+			t.Errorf("state %d: kept %v, want dropped %v", i, ts.recall.evs != nil, dropped)
+		}
+		if m.threads[ts.key] != ts {
+			t.Errorf("state %d left the cache", i)
+		}
+	}
+}

@@ -290,6 +290,7 @@ func (m *Engine) pin(k threadKey) *threadState {
 	}
 	m.pinLocked(ts)
 	m.evictLocked()
+	m.reclaimRecallLocked()
 	return ts
 }
 
@@ -351,6 +352,37 @@ func (m *Engine) evictLocked() {
 		delete(m.threads, ts.key)
 	}
 }
+
+// reclaimRecallLocked drops the events kept for auto-recall by the least
+// recently used unpinned states (the states themselves stay) while the
+// states keep more than recallReclaimAt tokens in all: the Engine's
+// bound (maxRecallKeptTokens) is for the threads in use, and without this
+// it stayed held by the first threads that filled it, idle ones included,
+// until their states were evicted (MaxThreads), so a new thread's history
+// was never kept and its first recalls loaded and decoded their hits'
+// neighbourhoods from the store. An unpinned state is in no one's hands
+// (pins change under m.mu), as when evictLocked drops one. At most
+// reclaimScan states are looked at per call.
+func (m *Engine) reclaimRecallLocked() {
+	if m.recallKept.Load() <= recallReclaimAt {
+		return
+	}
+	e := m.idle.Back()
+	for n := 0; e != nil && n < reclaimScan && m.recallKept.Load() > recallReclaimTo; n++ {
+		ts := e.Value.(*threadState)
+		ts.recall.drop()
+		e = e.Prev()
+	}
+}
+
+// The kept events are reclaimed from idle states past three quarters of
+// the bound, down to half: room for a few new histories of hundreds of
+// messages at a time.
+const (
+	recallReclaimAt = maxRecallKeptTokens * 3 / 4
+	recallReclaimTo = maxRecallKeptTokens / 2
+	reclaimScan     = 256
+)
 
 // ModelInfo resolves a policy's model: the usable budget and the counter.
 func (m *Engine) modelInfo(p Policy) (budget int, c token.Counter, err error) {
