@@ -311,25 +311,22 @@ func (x *exchange) run(ctx context.Context, stream bool) (int, error) {
 // the dialect writes into one (pooledBuilder). An error building is
 // returned as it is; one sending, as a status.Upstream.
 func (x *exchange) call(ctx context.Context, api API) (*http.Response, error) {
+	var resp *http.Response
+	var err error
 	if pb, ok := x.d.(pooledBuilder); ok {
 		s := getBody()
 		defer s.release()
-		b, err := pb.buildInto(s.b, x.req, x.win.Messages, x.offerRecall())
-		if err != nil {
+		if s.b, err = pb.buildInto(s.b, x.req, x.win.Messages, x.offerRecall()); err != nil {
 			return nil, err
 		}
-		s.b = b
-		resp, err := x.p.sendPooled(ctx, x.r, api, x.d.path(), s)
-		if err != nil {
-			return nil, &status.Upstream{Err: err}
+		resp, err = x.p.sendPooled(ctx, x.r, api, x.d.path(), s)
+	} else {
+		var out []byte
+		if out, err = x.d.build(x.req, x.win.Messages, x.offerRecall()); err != nil {
+			return nil, err
 		}
-		return resp, nil
+		resp, err = x.p.send(ctx, x.r, api, x.d.path(), out)
 	}
-	out, err := x.d.build(x.req, x.win.Messages, x.offerRecall())
-	if err != nil {
-		return nil, err
-	}
-	resp, err := x.p.send(ctx, x.r, api, x.d.path(), out)
 	if err != nil {
 		return nil, &status.Upstream{Err: err}
 	}

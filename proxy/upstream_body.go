@@ -61,22 +61,31 @@ func (s *sharedBody) reader() *bodyReader {
 
 var errBodyClosed = errors.New("proxy: upstream body read after close")
 
-// bodyReader reads a sharedBody; Close releases its hold, once.
+// bodyReader reads a sharedBody; Close releases its hold, once. The
+// transport may close a request's body while its writing goroutine still
+// reads it (a failed write): Close waits for a Read under way, so that the
+// buffer is not back in the pool, and written again, while it is copied.
 type bodyReader struct {
+	mu     sync.Mutex
 	r      bytes.Reader
 	s      *sharedBody
-	closed atomic.Bool
+	closed bool
 }
 
 func (r *bodyReader) Read(p []byte) (int, error) {
-	if r.closed.Load() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
 		return 0, errBodyClosed
 	}
 	return r.r.Read(p)
 }
 
 func (r *bodyReader) Close() error {
-	if r.closed.CompareAndSwap(false, true) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
 		r.s.release()
 	}
 	return nil

@@ -26,8 +26,8 @@ const checkpointEvery = 64
 var walBackstop = 4000
 
 // openCheckpointer opens the connection the background checkpoints run on.
-func openCheckpointer(path string, common url.Values) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", path+"?"+common.Encode())
+func openCheckpointer(path string, q url.Values) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, err
 	}

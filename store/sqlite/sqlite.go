@@ -82,18 +82,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("%w: sqlite path %q is empty or contains ? or #", store.ErrInvalid, path)
 	}
-	common := url.Values{}
-	common.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
-	common.Add("_pragma", "foreign_keys(1)")
-	common.Add("_pragma", "secure_delete(1)")
-	common.Add("_pragma", "synchronous(FULL)")
-
-	wq := url.Values{}
-	for k, v := range common {
-		wq[k] = append([]string(nil), v...)
+	// Every connection's pragmas, and each kind's own: the writer's, the
+	// readers', the background checkpoints' (checkpoint.go).
+	dsn := func(more ...string) url.Values {
+		return url.Values{"_pragma": append([]string{fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()),
+			"foreign_keys(1)", "secure_delete(1)", "synchronous(FULL)"}, more...)}
 	}
-	wq.Add("_pragma", "journal_mode(WAL)")
-	wq.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walBackstop))
+	wq := dsn("journal_mode(WAL)", fmt.Sprintf("wal_autocheckpoint(%d)", walBackstop))
 	wq.Set("_txlock", "immediate")
 	w, err := sql.Open("sqlite", path+"?"+wq.Encode())
 	if err != nil {
@@ -112,13 +107,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: migrate %s: %w%s", path, err, whyNotWritable(path))
 	}
 
-	ckq := url.Values{}
-	for k, v := range common {
-		ckq[k] = append([]string(nil), v...)
-	}
-	rq := common
-	rq.Add("_pragma", "query_only(1)")
-	r, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	r, err := sql.Open("sqlite", path+"?"+dsn("query_only(1)").Encode())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -137,7 +126,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		st.readOnly = !writable(path)
 	}
 	if !st.readOnly {
-		if st.ck, err = openCheckpointer(path, ckq); err != nil {
+		if st.ck, err = openCheckpointer(path, dsn()); err != nil {
 			w.Close()
 			r.Close()
 			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
