@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -229,4 +230,49 @@ func checkWindows(t testing.TB, base string, logs []threadLog) {
 			t.Errorf("window of %s: %d tokens over its budget of %d", l.id, v.Usage.Total, v.Usage.Budget)
 		}
 	}
+}
+
+// invoiceID matches the invoice id each user turn of an agent carries
+// (agent.userMessage): unique to the agent and the turn.
+var invoiceID = regexp.MustCompile(`INV-\d{5}`)
+
+// checkSearch: every logged user turn is found by a search of the tenant
+// for its invoice id, under its thread and seq: the archive index, moved
+// in the background and killed at any moment, holds every acknowledged
+// message (a tenant's search always uses the index). It returns how many
+// turns it searched for.
+func checkSearch(t *testing.T, st store.Store, logs []threadLog) int {
+	t.Helper()
+	ctx := context.Background()
+	type at struct {
+		thread string
+		seq    int64
+	}
+	want := map[string][]at{}
+	for _, l := range logs {
+		for _, ev := range l.evs {
+			if ev.Message == nil || ev.Message.Role != message.User {
+				continue
+			}
+			if id := invoiceID.FindString(ev.Message.PlainText()); id != "" {
+				want[id] = append(want[id], at{l.id, ev.Seq})
+			}
+		}
+	}
+	for id, places := range want {
+		hits, err := st.Search(ctx, tenant, store.SearchQuery{Text: id, Limit: 100})
+		if err != nil {
+			t.Fatalf("search %s: %v", id, err)
+		}
+		found := map[at]bool{}
+		for _, h := range hits {
+			found[at{h.Thread, h.Seq}] = true
+		}
+		for _, p := range places {
+			if !found[p] {
+				t.Errorf("search %s: %s#%d is not among its %d hits", id, p.thread, p.seq, len(hits))
+			}
+		}
+	}
+	return len(want)
 }

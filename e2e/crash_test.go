@@ -111,6 +111,7 @@ func runCrash(t *testing.T, d string) {
 		t.Fatal(err)
 	}
 	logs := loadLogs(t, st)
+	searched := checkSearch(t, st, logs)
 	st.Close()
 	n := checkLogs(t, logs, agents)
 
@@ -127,9 +128,9 @@ func runCrash(t *testing.T, d string) {
 		retries += a.retries
 		forks += a.forks
 	}
-	t.Logf("%d kills, %d requests acknowledged (%d attempts retried, %d answered from a fork), %d acknowledged messages checked: %d duplicates, %d missing, %d unacknowledged; %d threads (%d forks), %d events, %d gaps; %d compactions (%d by the summarizer), %d reflections; %d window snapshots, their windows identical to the replays; %s",
+	t.Logf("%d kills, %d requests acknowledged (%d attempts retried, %d answered from a fork), %d acknowledged messages checked: %d duplicates, %d missing, %d unacknowledged; %d threads (%d forks), %d events, %d gaps; %d compactions (%d by the summarizer), %d reflections; %d window snapshots, their windows identical to the replays; %d user turns found by a search of their invoice id; %s",
 		*crashKills, requests, retries, forks, n.messages, n.duplicates, n.missing, n.extra,
-		n.threads, n.forkThreads, n.events, n.gaps, n.compactions, n.observed[summarizerModel("crash")], n.reflections, snaps, time.Since(began).Round(time.Millisecond))
+		n.threads, n.forkThreads, n.events, n.gaps, n.compactions, n.observed[summarizerModel("crash")], n.reflections, snaps, searched, time.Since(began).Round(time.Millisecond))
 	if requests < 2*len(agents) {
 		t.Errorf("only %d requests acknowledged: the load did not run", requests)
 	}

@@ -3,34 +3,82 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 )
 
-// Since schema 9 the archive index reads its content from events_terms
-// (the view events_fts_src) instead of keeping a copy of every message's
-// terms: FTS5 then trusts that what it indexed is what the view holds. These
-// tests check that it stays so through the queue, deletes of any thread
-// (the newest too, whose ids SQLite hands out again) and the migration,
-// with FTS5's own integrity-check, which compares the index with its
-// content table token by token.
+// The archive index is contentless, in a file of its own (archive.go): it
+// is given a row's terms to index them and again to take them out, and a
+// delete given other terms than were indexed would leave the index wrong
+// without a word. These tests check that it stays the log's index through
+// the queue, deletes of any thread (the newest too) and the migration:
+// FTS5's integrity-check, and each thread's rows and terms found in the
+// index as the log holds them.
 
-// checkIndex moves the queue into the index and runs FTS5's
-// integrity-check against the content.
+// checkIndex moves the queue into the index and checks it against the
+// log.
 func checkIndex(t *testing.T, s *Store) {
 	t.Helper()
 	ctx := context.Background()
 	if err := s.catchUpIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
-		t.Fatalf("the index does not match its content: %v", err)
+	if _, err := s.ix.w.ExecContext(ctx, `INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 0)`); err != nil {
+		t.Fatalf("the index is not consistent: %v", err)
 	}
+	rows, err := readIndexed(ctx, s.r, `SELECT t.id, e.tenant, e.thread, t.terms FROM events_terms t JOIN events e ON e.id = t.id ORDER BY t.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := s.queuedCount(t); q != 0 {
+		t.Fatalf("%d still queued after a catch-up", q)
+	}
+	// Each thread's rows, by its scope token, are the log's.
+	want := map[string][]int64{}
+	for _, r := range rows {
+		want[r.scope] = append(want[r.scope], r.id)
+	}
+	for scope, ids := range want {
+		thread := strings.Fields(scope)[1]
+		got := s.matchIDs(t, `scope : "`+thread+`"`)
+		if fmt.Sprint(got) != fmt.Sprint(ids) {
+			t.Fatalf("the index holds %v under %s, the log %v", got, thread, ids)
+		}
+	}
+	if got := s.indexedIDs(t, "acme"); len(got) != len(rows) {
+		t.Fatalf("the index holds %d rows of the tenant, the log %d", len(got), len(rows))
+	}
+	// Each row is found by each of its terms.
+	for _, r := range rows {
+		thread := strings.Fields(r.scope)[1]
+		for _, term := range strings.Fields(r.terms) {
+			if !slices.Contains(s.matchIDs(t, `scope : "`+thread+`" AND body : "`+term+`"`), r.id) {
+				t.Fatalf("row %d is not found by its term %q", r.id, term)
+			}
+		}
+	}
+}
+
+// matchIDs returns the ids of the index's rows that match expr.
+func (s *Store) matchIDs(t *testing.T, expr string) []int64 {
+	t.Helper()
+	js, _, err := s.ix.match(context.Background(), expr, func(int64) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	if err := json.Unmarshal(js, &ids); err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
 
 func TestIndexMatchesContent(t *testing.T) {
@@ -91,9 +139,9 @@ func TestIndexMatchesContent(t *testing.T) {
 }
 
 // TestMigrateIndexContent: a version 8 file, two messages indexed and one
-// queued, opens at version 9 with the indexed ones in the new index and
-// the queued one still queued; a search finds all three, the index matches
-// its content, and a delete leaves nothing.
+// queued, opens at this version with all three queued for the index's new
+// file; a search finds all three, the index matches the log, and a delete
+// leaves nothing.
 func TestMigrateIndexContent(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v8.db")
@@ -116,9 +164,8 @@ func TestMigrateIndexContent(t *testing.T) {
 		t.Fatalf("open a version 8 file: %v", err)
 	}
 	defer s.Close()
-	var upto int64
-	if err := s.r.QueryRowContext(ctx, `SELECT upto FROM events_fts_mark`).Scan(&upto); err != nil || upto != 2 {
-		t.Fatalf("mark after the migration = %d, %v; want 2", upto, err)
+	if q := s.queuedCount(t); q != 3 {
+		t.Fatalf("%d queued after the migration, want 3 (version 12's index file is new)", q)
 	}
 	s.searchPath = useIndex
 	for q, want := range map[string]int{"refund": 2, "painting Caroline": 1, "INV-4401": 1} {

@@ -102,8 +102,8 @@ type appendReq struct {
 // The statements a group runs, each prepared once on the writer (rawTx):
 // parsing SQL on every commit was a fifth of a lone writer's CPU.
 const (
-	insertEvent = `INSERT INTO events (tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertEvent = `INSERT INTO events (id, tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertTerms  = `INSERT INTO events_terms (id, terms) VALUES (?, ?)`
 	insertThread = `INSERT INTO threads (tenant, id, created, updated, active, last_seq, messages, tokens)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
@@ -127,27 +127,9 @@ func (s *Store) commitGroup(batch []*appendReq) {
 	// The transaction is the group's, not one caller's: no caller's
 	// cancellation may abort the others.
 	ctx := context.Background()
-	var queued int64 // messages the group queued if it commits; -1: it emptied the queue
 	write := func(savepoints bool) error {
 		return s.rawWriteTx(ctx, func(x rawTx) error {
-			if err := s.writeGroup(ctx, x, batch, savepoints); err != nil {
-				return err
-			}
-			// Once enough terms are queued, this group moves them into
-			// the index: in batches, FTS5 writes one large segment where
-			// it wrote one per commit and merged them again.
-			var msgs int64
-			for _, r := range batch {
-				if r.Err == nil {
-					msgs += r.msgs
-				}
-			}
-			if s.queued.Load()+msgs < indexBatch {
-				queued = msgs
-				return nil
-			}
-			queued = -1
-			return indexPending(ctx, x)
+			return s.writeGroup(ctx, x, batch, savepoints)
 		})
 	}
 	err := write(false)
@@ -165,40 +147,46 @@ func (s *Store) commitGroup(batch []*appendReq) {
 		}
 		return
 	}
-	if queued < 0 {
-		s.queued.Store(0)
-	} else {
-		s.queued.Add(queued)
+	var msgs int64
+	for _, r := range batch {
+		if r.Err == nil {
+			msgs += r.msgs
+		}
+	}
+	// Once enough terms are queued, the index's writer moves them into the
+	// index, in its own file (archive.go), while the log goes on
+	// committing: in batches, FTS5 writes one large segment where it wrote
+	// one per commit and merged them again.
+	if s.queued.Add(msgs) >= indexBatch {
+		s.moveIndex()
 	}
 }
 
-// indexBatch is how many messages' index terms are queued before a group
-// commit moves them into the archive index.
+// indexBatch is how many messages' index terms are queued before the
+// index's writer moves them into the archive index.
 const indexBatch = 512
 
 // The archive index is written in batches. An Append writes each message's
 // index terms to events_terms (one row at the end of a b-tree, in the
 // group's transaction, so as durable as the message), which searches of
-// small threads read directly; events_fts indexes the rows up to
-// events_fts_mark.upto, and the rows past it are the queue. A group commit
-// moves the queue into events_fts once indexBatch messages are queued. A
-// thread's search that uses the index reads the thread's queued rows beside
-// it while the queue is short (search.go, readQueued); a longer queue, or
-// any before a tenant's search, is moved first (catchUpIndex): either way
-// a search sees every acknowledged message. Written per
-// group, FTS5 flushed a small segment at every commit and merged them
-// again: more than a third of the writer's CPU with 32 threads appending.
-// The queue is a mark rather than a table of its own (schema 7): a copy of
-// every message's terms in a second table was a second row, page and
-// trigger in every commit.
+// small threads read directly; the index (in a file of its own, archive.go)
+// holds the rows up to its mark, and the rows past it are the queue. Once
+// indexBatch messages are queued, the index's writer moves them, in the
+// background. A thread's search that uses the index reads the thread's
+// queued rows beside it while the queue is short (search.go, readQueued); a
+// longer queue, or any before a tenant's search, is moved first
+// (catchUpIndex): either way a search sees every acknowledged message.
+// Written per group, FTS5 flushed a small segment at every commit and
+// merged them again: more than a third of the writer's CPU with 32 threads
+// appending.
 //
-// Rowids are max+1, so after the newest rows are deleted new ones could
-// reuse ids at or below the mark: DeleteThread lowers the mark to the
-// largest id left (markDeleted).
+// Ids are never used twice (archive.go): a group numbers its messages from
+// past the highest id the log ever held (archive_state.hw, which a delete
+// raises before it deletes, and the largest id in events).
 
 // init registers mneme_scope(tenant, thread), the scope column's text
-// (scopeTerms), with which indexPending indexes the queue in one
-// statement.
+// (scopeTerms), with which the log's own index was filled in the
+// migrations before the index had a file of its own.
 func init() {
 	err := sqlitedrv.RegisterDeterministicScalarFunction("mneme_scope", 2, func(_ *sqlitedrv.FunctionContext, args []driver.Value) (driver.Value, error) {
 		tenant, ok1 := args[0].(string)
@@ -213,53 +201,39 @@ func init() {
 	}
 }
 
-// indexPending moves every queued message into events_fts, in tx.
-func indexPending(ctx context.Context, tx execer) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events_fts (rowid, scope, body)
-		SELECT t.id, mneme_scope(e.tenant, e.thread), t.terms FROM events_terms t JOIN events e ON e.id = t.id
-		WHERE t.id > (SELECT upto FROM events_fts_mark) ORDER BY t.id`); err != nil {
-		return fmt.Errorf("sqlite: index: %w", err)
+// moveIndex moves the queue into the index in the background (Store.ahead),
+// unless a move is under way or the index cannot be written.
+func (s *Store) moveIndex() {
+	if s.ix == nil || s.ix.w == nil {
+		return
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE events_fts_mark
-		SET upto = max(upto, COALESCE((SELECT max(id) FROM events_terms), 0))`); err != nil {
-		return fmt.Errorf("sqlite: index: %w", err)
-	}
-	return nil
+	s.ahead.Start(nil, func() {
+		// The store's, not a caller's: Close waits for it. A failure
+		// leaves the queue to the next move.
+		_ = s.catchUpIndex(context.Background())
+	})
 }
 
-// markDeleted, in the transaction that deleted a thread's rows, lowers
-// the index mark to the largest message id left, so that the ids SQLite
-// hands out next (max+1) are past it and queued, and counts the delete: a
-// thread made again under the deleted one's name is another to a search's
-// cache (schema.go, migration 10).
-func markDeleted(ctx context.Context, tx execer) error {
-	_, err := tx.ExecContext(ctx, `UPDATE events_fts_mark
-		SET upto = min(upto, COALESCE((SELECT max(id) FROM events), 0)), deletes = deletes + 1`)
-	return err
-}
+// nextIDQuery is the first id a group gives: past every id the log ever
+// held.
+const nextIDQuery = `SELECT max(hw, COALESCE((SELECT max(id) FROM events), 0)) + 1 FROM archive_state`
 
-// queuedQuery tells whether any message waits in the index's queue.
-const queuedQuery = `SELECT EXISTS (SELECT 1 FROM events_terms WHERE id > (SELECT upto FROM events_fts_mark))`
-
-// catchUpIndex moves the queued index terms into events_fts, if any are
+// catchUpIndex moves the queued index terms into the index, if any are
 // queued (by this process or another on the same file, or before a
-// crash): what a search does first.
+// crash): what a search of a long queue does first.
 func (s *Store) catchUpIndex(ctx context.Context) error {
-	if s.readOnly {
-		return nil // nothing can have been queued since it was opened
+	if s.ix == nil || s.ix.w == nil {
+		return nil // read-only: searches read the log (search.go)
 	}
-	var queued bool
-	if err := s.queryRow(ctx, queuedQuery).Scan(&queued); err != nil {
-		return classify("index", err)
-	}
-	if !queued {
-		return nil
-	}
-	err := s.writeTx(ctx, func(tx *sql.Tx) error { return indexPending(ctx, tx) })
-	if err == nil {
+	n, err := s.ix.move(ctx)
+	s.queued.Add(-n)
+	if s.queued.Load() < 0 {
 		s.queued.Store(0)
 	}
-	return err
+	if err != nil {
+		return classify("index", err)
+	}
+	return nil
 }
 
 // errWroteAndFailed: a request of a group written without savepoints
@@ -273,9 +247,13 @@ var errWroteAndFailed = errors.New("sqlite: append: a request failed after writi
 // writer's time with 32 threads appending; without them the group's terms
 // are flushed once, at the commit.
 func (s *Store) writeGroup(ctx context.Context, x rawTx, batch []*appendReq, savepoints bool) error {
+	next, _, err := x.queryInt64(ctx, nextIDQuery)
+	if err != nil {
+		return classify("append", err)
+	}
 	if len(batch) == 1 {
 		// Alone: the request's error is the transaction's.
-		_, batch[0].Err = s.appendIn(ctx, x, batch[0])
+		_, batch[0].Err = s.appendIn(ctx, x, batch[0], &next)
 		return batch[0].Err
 	}
 	if !savepoints {
@@ -283,7 +261,7 @@ func (s *Store) writeGroup(ctx context.Context, x rawTx, batch []*appendReq, sav
 			// Only a clean conflict fails a request here: anything else
 			// (it wrote, or SQLite failed and may have ended the
 			// transaction) has the group written again with savepoints.
-			wrote, err := s.appendIn(ctx, x, r)
+			wrote, err := s.appendIn(ctx, x, r, &next)
 			if err != nil && (wrote || !errors.Is(err, store.ErrConflict)) {
 				return errWroteAndFailed
 			}
@@ -295,7 +273,7 @@ func (s *Store) writeGroup(ctx context.Context, x rawTx, batch []*appendReq, sav
 		if _, err := x.ExecContext(ctx, `SAVEPOINT append`); err != nil {
 			return classify("append", err)
 		}
-		if _, r.Err = s.appendIn(ctx, x, r); r.Err != nil {
+		if _, r.Err = s.appendIn(ctx, x, r, &next); r.Err != nil {
 			if _, err := x.ExecContext(ctx, `ROLLBACK TO append`); err != nil {
 				return classify("append", err)
 			}
@@ -309,9 +287,9 @@ func (s *Store) writeGroup(ctx context.Context, x rawTx, batch []*appendReq, sav
 
 // appendIn checks r's expected last seq and writes its events in tx. The
 // thread's row moves first, guarded by the expected seq, so that the common
-// case costs no read. wrote reports whether it changed anything in tx
-// (never when it fails on a conflict).
-func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq) (wrote bool, err error) {
+// case costs no read. Its events take ids from *next on. wrote reports
+// whether it changed anything in tx (never when it fails on a conflict).
+func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq, next *int64) (wrote bool, err error) {
 	ps := r.ps
 	if len(ps) == 0 {
 		last, err := x.lastSeq(ctx, r.tenant, r.thread)
@@ -362,7 +340,9 @@ func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq) (wrote bool
 			tool = p.tool
 		}
 		ref := sql.NullString{String: p.ev.Ref, Valid: p.ev.Ref != ""}
-		res, err := x.ExecContext(ctx, insertEvent, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
+		id := *next
+		*next++
+		_, err := x.ExecContext(ctx, insertEvent, id, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
 			ref, role, tool, p.ev.Tokens, p.json, p.data)
 		if isUniqueViolation(err) {
 			return true, fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
@@ -371,10 +351,6 @@ func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq) (wrote bool
 			return true, classify("append", err)
 		}
 		if p.msg != nil {
-			id, err := res.LastInsertId()
-			if err != nil {
-				return true, classify("append", err)
-			}
 			if _, err := x.ExecContext(ctx, insertTerms, id, p.plain); err != nil {
 				return true, fmt.Errorf("sqlite: append: index: %w", err)
 			}
@@ -607,14 +583,41 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 	if err := backend.CheckScope(tenant, thread); err != nil {
 		return err
 	}
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	// The index first (archive.go): its rows' terms are read from the log
+	// to take them out, so they go while the log still holds them.
+	end := func(bool) error { return nil }
+	if s.ix != nil && s.ix.w != nil {
+		var err error
+		if end, err = s.ix.beginDelete(ctx, tenant, thread); err != nil {
+			return classify("delete thread", err)
+		}
+	}
+	err := s.deleteFromLog(ctx, tenant, thread)
+	if endErr := end(err == nil); endErr != nil && err == nil {
+		err = classify("delete thread", endErr)
+	}
+	if err != nil {
+		return err
+	}
+	s.checkpoint(ctx)
+	if s.ix != nil {
+		s.ix.checkpoint(ctx)
+	}
+	return nil
+}
+
+// deleteFromLog deletes the thread from the log's file, in one
+// transaction.
+func (s *Store) deleteFromLog(ctx context.Context, tenant, thread string) error {
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		// No id is given again (archive.go): the highest goes on record
+		// before the rows go.
+		if _, err := tx.ExecContext(ctx, `UPDATE archive_state
+			SET hw = max(hw, COALESCE((SELECT max(id) FROM events), 0)), deletes = deletes + 1`); err != nil {
+			return fmt.Errorf("sqlite: delete thread: %w", err)
+		}
 		for _, q := range []string{
 			`DELETE FROM snapshots WHERE tenant = ? AND thread = ?`,
-			// Only what the index holds: it reads a row's terms from
-			// events_terms to remove them, and a queued row's were never
-			// added.
-			`DELETE FROM events_fts WHERE rowid IN (SELECT id FROM events WHERE tenant = ? AND thread = ?
-				AND id <= (SELECT upto FROM events_fts_mark))`,
 			`DELETE FROM events WHERE tenant = ? AND thread = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, tenant, thread); err != nil {
@@ -628,16 +631,8 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return store.ErrNotFound
 		}
-		if err := markDeleted(ctx, tx); err != nil {
-			return fmt.Errorf("sqlite: delete thread: %w", err)
-		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	s.checkpoint(ctx)
-	return nil
 }
 
 // checkpoint copies the WAL into the database and truncates it, so that

@@ -81,6 +81,13 @@ import (
 // seven segments a level instead of three without getting slower
 // (BenchmarkSearch, BenchmarkScopedSearch side by side).
 //
+// Migration 12 moves the archive index into a file of its own beside the
+// log (archive.go), made at the next open and filled from events_terms:
+// the log keeps events_terms and, in archive_state (events_fts_mark
+// renamed, without its mark, which the index file keeps), the count of
+// deleted threads, the highest id it ever held (hw: ids are never given
+// twice) and the key that binds an index file to this log.
+//
 // Migration 8 lists threads by active, updated truncated to the minute
 // (activeBucket), instead of by updated: an append moved every thread's
 // entry in threads_by_updated, a b-tree page more in every commit's WAL
@@ -229,6 +236,15 @@ ALTER TABLE events_fts_mark ADD COLUMN deletes INTEGER NOT NULL DEFAULT 0;
 	11: `
 INSERT INTO events_fts (events_fts, rank) VALUES ('automerge', 8);
 `,
+	12: `
+DROP TABLE events_fts;
+DROP VIEW events_fts_src;
+ALTER TABLE events_fts_mark RENAME TO archive_state;
+ALTER TABLE archive_state DROP COLUMN upto;
+ALTER TABLE archive_state ADD COLUMN hw INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE archive_state ADD COLUMN key TEXT NOT NULL DEFAULT '';
+UPDATE archive_state SET hw = COALESCE((SELECT max(id) FROM events), 0), key = lower(hex(randomblob(16)));
+`,
 }
 
 // goMigrations are the steps of a migration done in Go, after its SQL, in
@@ -240,7 +256,7 @@ var goMigrations = map[int]func(context.Context, *sql.Tx) error{
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -23,12 +23,11 @@ const maxLimit = 1000
 // The archive index: each message event (id = events.id) has its index
 // terms (fulltext.IndexBody of fulltext.SearchText) in events_terms, which
 // searches read, and events_fts indexes them beside its scope (once they
-// leave the queue, see log.go). The scope column carries two tokens, one naming
-// the tenant and one the thread, so that a search ANDs its terms with its
-// scope inside FTS5: the index itself narrows to the thread or the tenant,
-// and the cost of a search does not grow with what other threads and
-// tenants hold.
-const insertFTS = `INSERT INTO events_fts (rowid, scope, body) VALUES (?, ?, ?)`
+// leave the queue, see log.go), in a file of its own (archive.go). The
+// scope column carries two tokens, one naming the tenant and one the
+// thread, so that a search ANDs its terms with its scope inside FTS5: the
+// index itself narrows to the thread or the tenant, and the cost of a
+// search does not grow with what other threads and tenants hold.
 
 // scopeTerms returns the scope column of an event of this thread.
 func scopeTerms(tenant, thread string) string {
@@ -113,18 +112,19 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		to **sql.Stmt
 		q  string
 	}{
-		{&ps.thread, `SELECT messages, tokens, created, (SELECT deletes FROM events_fts_mark), last_seq
+		{&ps.thread, `SELECT messages, tokens, created, (SELECT deletes FROM archive_state), last_seq
 			FROM threads WHERE tenant = ? AND id = ?`},
 		{&ps.since, `SELECT e.seq, e.id, COALESCE(e.ref, ''), t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? AND e.seq >= ? ORDER BY e.seq`},
 		{&ps.terms, `SELECT id, terms FROM events_terms WHERE id IN (SELECT value FROM json_each(?))`},
-		// The ids the queue spans: at most as many messages, and none
-		// exactly when 0 (a row past the mark is a queued message).
-		{&ps.queued, `SELECT COALESCE((SELECT max(id) FROM events_terms), 0) - upto FROM events_fts_mark`},
+		// The highest id a message has: the queue spans the ids from the
+		// index's mark to it (at most as many messages, and none exactly
+		// when it is the mark: a row past the mark is a queued message).
+		{&ps.queued, `SELECT COALESCE(max(id), 0) FROM events_terms`},
 		{&ps.read, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? ORDER BY e.seq`},
-		{&ps.match, `SELECT f.rowid, t.terms FROM events_fts f JOIN events_terms t ON t.id = f.rowid
-			WHERE events_fts MATCH ? ORDER BY f.rowid`},
+		// The index's candidates of a thread, found in the index's file.
+		{&ps.match, `SELECT id, terms FROM events_terms WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`},
 		{&ps.queue, queueQuery("")},
 		{&ps.texts, `SELECT id, tenant, thread, seq, ref, role, tool, at, message FROM events
 			WHERE id IN (SELECT value FROM json_each(?))`},
@@ -182,6 +182,9 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	} else {
 		defer s.moveAhead()
 	}
+	if s.ix != nil && s.ix.w == nil {
+		maxQueued = -1 // read-only: the queue cannot move (readCandidates reads it)
+	}
 	hits, err := s.searchSnapshot(ctx, stmts, tenant, q, pq, limit, maxQueued)
 	if errors.Is(err, errIndexQueued) {
 		if err := s.catchUpIndex(ctx); err != nil {
@@ -195,22 +198,13 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 }
 
 // moveAhead moves the archive index's queue into the index in the
-// background (Store.ahead), once a thread's search finds half a batch queued (by this
-// process's count): the group commit that passed indexBatch did it inside
-// a request's append (8 to 23 ms on the reply of a request of
-// BenchmarkProxyLatency sqlite/500, whose conversations each write a
-// 500-message history), and a search of a large thread, or a tenant's,
-// would do it first. It is the catch-up a search makes (catchUpIndex):
-// one write transaction, which appends wait for as they wait for each
-// other; a failure leaves the queue to the next one.
+// background (moveIndex) once a thread's search finds half a batch queued
+// (by this process's count), so that the next search of a large thread
+// need not move it first.
 func (s *Store) moveAhead() {
-	if s.readOnly || s.queued.Load() < indexBatch/2 {
-		return
+	if s.queued.Load() >= indexBatch/2 {
+		s.moveIndex()
 	}
-	s.ahead.Start(nil, func() {
-		// The store's, not a caller's: Close waits for it.
-		_ = s.catchUpIndex(context.Background())
-	})
 }
 
 // readQueued is the longest queue (in the ids it spans) a thread's search
@@ -289,6 +283,11 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 	if q.Thread != "" {
 		path = s.threadPath(n, tokens)
 	}
+	if path == useIndex && (s.ix == nil || s.ix.w == nil && q.Thread == "") {
+		// Read-only, without an index, or (a tenant's search) with a
+		// queue that cannot move: the log is read.
+		path = readThread
+	}
 	var (
 		ids   []int64
 		tally *fulltext.Tally
@@ -324,13 +323,34 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 		scope = `"` + threadToken(tenant, q.Thread) + `"`
 	}
 	match := "scope : " + scope + " AND body : (" + pq.Union(fulltext.FTS5Phrase, " OR ") + ")"
-	if path == useIndex && maxQueued >= 0 {
-		var span int64
-		if err := tx.StmtContext(ctx, stmts.queued).QueryRowContext(ctx).Scan(&span); err != nil {
-			return nil, nil, fmt.Errorf("sqlite: search: %w", err)
+
+	// The index's candidates (ids, in the index's file, read in a snapshot
+	// of their own: see archive.go for why any will do) and the mark up to
+	// which it holds the log's rows.
+	var (
+		found []byte // the index's ids as a JSON array
+		mark  int64
+	)
+	if path == useIndex {
+		var err error
+		found, mark, err = s.ix.match(ctx, match, func(mark int64) error {
+			if maxQueued < 0 {
+				return nil
+			}
+			var high int64
+			if err := tx.StmtContext(ctx, stmts.queued).QueryRowContext(ctx).Scan(&high); err != nil {
+				return err
+			}
+			if high-mark > maxQueued {
+				return errIndexQueued
+			}
+			return nil
+		})
+		if errors.Is(err, errIndexQueued) {
+			return nil, nil, err
 		}
-		if span > maxQueued {
-			return nil, nil, errIndexQueued
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlite: search: %w", err)
 		}
 	}
 
@@ -338,22 +358,29 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 	// megabytes, and only those examined below are read. In a thread, id
 	// order is seq order; a tenant's candidates come in (thread, seq) order
 	// (Rank breaks ties by candidate order, the same on every backend).
+	// The index's ids are joined to the log's rows: one the log no longer
+	// holds (a deleted message's, archive.go) is no candidate.
 	var (
 		rows *sql.Rows
 		err  error
 	)
 	switch {
-	case path == readThread && !filtered:
+	case path == readThread && !filtered && q.Thread != "":
 		rows, err = tx.StmtContext(ctx, stmts.read).QueryContext(ctx, args...)
 	case path == readThread:
+		order := "e.seq"
+		if q.Thread == "" {
+			order = "e.thread, e.seq"
+		}
 		rows, err = tx.QueryContext(ctx, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
-			WHERE `+strings.Join(where, " AND ")+` ORDER BY e.seq`, args...)
+			WHERE `+strings.Join(where, " AND ")+` ORDER BY `+order, args...)
 	case q.Thread != "" && !filtered:
 		// The scope is in the index: nothing of events is needed.
-		rows, err = tx.StmtContext(ctx, stmts.match).QueryContext(ctx, match)
+		rows, err = tx.StmtContext(ctx, stmts.match).QueryContext(ctx, string(found))
 	default:
-		rows, err = tx.QueryContext(ctx, `SELECT e.id, t.terms FROM events_fts f JOIN events e ON e.id = f.rowid JOIN events_terms t ON t.id = f.rowid
-			WHERE events_fts MATCH ? AND `+strings.Join(where, " AND ")+` ORDER BY e.thread, e.seq`, append([]any{match}, args...)...)
+		rows, err = tx.QueryContext(ctx, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
+			WHERE e.id IN (SELECT value FROM json_each(?)) AND `+strings.Join(where, " AND ")+` ORDER BY e.thread, e.seq`,
+			append([]any{string(found)}, args...)...)
 	}
 	tally := pq.Tally()
 	ids, err := addCandidates(tally, nil, rows, err)
@@ -361,9 +388,9 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 		// The thread's queued messages, not yet in the index: all of
 		// them come after the indexed ones, in id (so seq) order.
 		if filtered {
-			rows, err = tx.QueryContext(ctx, queueQuery(" AND "+strings.Join(where[2:], " AND ")), args...)
+			rows, err = tx.QueryContext(ctx, queueQuery(" AND "+strings.Join(where[2:], " AND ")), append([]any{mark}, args...)...)
 		} else {
-			rows, err = tx.StmtContext(ctx, stmts.queue).QueryContext(ctx, tenant, q.Thread)
+			rows, err = tx.StmtContext(ctx, stmts.queue).QueryContext(ctx, mark, tenant, q.Thread)
 		}
 		ids, err = addCandidates(tally, ids, rows, err)
 	}
@@ -374,12 +401,13 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 }
 
 // queueQuery reads a thread's queued messages (the events_terms rows past
-// the index's mark, log.go) that meet extra, in id order. The rowid range
-// drives it: the unary + keeps SQLite from walking the thread's every
-// event by its (tenant, thread, seq) index for the few queued ones.
+// the index's mark, the first argument, log.go) that meet extra, in id
+// order. The rowid range drives it: the unary + keeps SQLite from walking
+// the thread's every event by its (tenant, thread, seq) index for the few
+// queued ones.
 func queueQuery(extra string) string {
 	return `SELECT t.id, t.terms FROM events_terms t JOIN events e ON e.id = t.id
-		WHERE t.id > (SELECT upto FROM events_fts_mark) AND +e.tenant = ? AND +e.thread = ?` + extra + `
+		WHERE t.id > ? AND +e.tenant = ? AND +e.thread = ?` + extra + `
 		ORDER BY t.id`
 }
 
@@ -554,7 +582,7 @@ type postingsCache struct {
 const maxCachedTerms = 2_000_000
 
 // birth tells one life of a thread from another: its row's created, and
-// how many threads the file had seen deleted (events_fts_mark.deletes,
+// how many threads the file had seen deleted (archive_state.deletes,
 // schema 10) when it was read. A thread deleted and made again differs in
 // the count even when the clock stood still.
 type birth struct{ created, deletes int64 }

@@ -279,14 +279,7 @@ func BenchmarkSearchCache(b *testing.B) {
 func TestMoveAhead(t *testing.T) {
 	ctx := context.Background()
 	s := openWithPath(t, bySize)
-	queue := func() int64 {
-		t.Helper()
-		var n int64
-		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_terms WHERE id > (SELECT upto FROM events_fts_mark)`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	queue := func() int64 { return s.queuedCount(t) }
 	n := indexBatch/2 + 10
 	var evs []store.Event
 	for i := range n {

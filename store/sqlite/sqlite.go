@@ -65,7 +65,8 @@ type Store struct {
 	searchPath searchPath
 	search     searchStmts        // Search's statements, prepared on first use (search.go)
 	reads      stmtCache          // the fixed reads' statements on r (stmts.go)
-	ahead      backend.Background // the archive index's queue moved in the background (search.go)
+	ahead      backend.Background // the archive index's queue moved in the background (log.go)
+	ix         *archiveIndex      // the archive index's file (archive.go); nil when read-only and there is none
 	ck         *sql.DB            // the background checkpoints' connection (checkpoint.go); nil if read-only
 	ckRun      backend.Background // the background checkpoint under way
 	commits    atomic.Int64       // commits since the last background checkpoint started
@@ -132,7 +133,40 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 		}
 	}
+	if err := st.openIndex(ctx, dsn); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("sqlite: open %s: index: %w", path, err)
+	}
 	return st, nil
+}
+
+// openIndex opens the archive index's file (archive.go), finishes the
+// deletes a crash interrupted and starts moving the queue into it (all of
+// the log when the file is new).
+func (s *Store) openIndex(ctx context.Context, dsn func(...string) url.Values) error {
+	var (
+		key  string
+		high int64
+	)
+	err := s.r.QueryRowContext(ctx, `SELECT key, max(hw, COALESCE((SELECT max(id) FROM events), 0)) FROM archive_state`).Scan(&key, &high)
+	if err != nil {
+		return err
+	}
+	if s.ix, err = openIndex(ctx, s.path, key, high, s.readOnly, dsn); err != nil || s.ix == nil || s.ix.w == nil {
+		return err
+	}
+	if err := s.ix.recover(ctx); err != nil {
+		return err
+	}
+	var queued int64
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_terms WHERE id > ?`, s.ix.mark(ctx)).Scan(&queued); err != nil {
+		return err
+	}
+	s.queued.Store(queued)
+	if queued >= indexBatch {
+		s.moveIndex()
+	}
+	return nil
 }
 
 // whyNotWritable names the reason a database cannot be opened for writing
@@ -218,11 +252,14 @@ func (s *Store) Close() error {
 		s.ahead.Stop()
 		s.ckRun.Stop()
 		s.closeRaw()
-		var ckErr error
+		var ckErr, ixErr error
 		if s.ck != nil {
 			ckErr = s.ck.Close()
 		}
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close(), ckErr)
+		if s.ix != nil {
+			ixErr = s.ix.close()
+		}
+		s.closeErr = errors.Join(s.r.Close(), s.w.Close(), ckErr, ixErr)
 	})
 	return s.closeErr
 }

@@ -127,8 +127,9 @@ func TestMigrateActive(t *testing.T) {
 	}
 }
 
-// TestMigrateAutomerge: migration 11 sets the archive index's automerge to
-// 8, on a file made at version 10 as on a new one.
+// TestMigrateAutomerge: migration 11 set the archive index's automerge to
+// 8 on a file made at version 10; since version 12 the index has a file of
+// its own, made with automerge 8, from a version 10 file as for a new one.
 func TestMigrateAutomerge(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v10.db")
@@ -150,7 +151,7 @@ func TestMigrateAutomerge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v := automerge(s.r); v.Int64 != 8 {
+		if v := automerge(s.ix.r); v.Int64 != 8 {
 			t.Errorf("%s: automerge %v, want 8", filepath.Base(p), v)
 		}
 		s.Close()

@@ -1,0 +1,71 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+)
+
+// queuedCount returns how many messages wait in s's index queue.
+func (s *Store) queuedCount(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	if err := s.r.QueryRowContext(context.Background(), `SELECT count(*) FROM events_terms WHERE id > ?`, s.ix.mark(context.Background())).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// indexedIDs returns the ids the index holds under tenant's scope token,
+// in order (a contentless index cannot be scanned: its rows are found by
+// their scope).
+func (s *Store) indexedIDs(t *testing.T, tenant string) []int64 {
+	t.Helper()
+	rows, err := s.ix.r.QueryContext(context.Background(), `SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid`,
+		`scope : "`+tenantToken(tenant)+`"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// indexed is a log's message as the index takes it.
+type indexed struct {
+	id           int64
+	scope, terms string
+}
+
+// readIndexed reads the log's rows that query (id, tenant, thread, terms)
+// selects.
+func readIndexed(ctx context.Context, log *sql.DB, query string, args ...any) ([]indexed, error) {
+	rows, err := log.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []indexed
+	for rows.Next() {
+		var (
+			r              indexed
+			tenant, thread string
+		)
+		if err := rows.Scan(&r.id, &tenant, &thread, &r.terms); err != nil {
+			return nil, err
+		}
+		r.scope = scopeTerms(tenant, thread)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,226 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+)
+
+// The archive index's file (archive.go) is derived from the log and bound
+// to it. These tests check the rules that keep the two files consistent
+// without a common transaction: a missing, foreign or stale index file is
+// made again; a delete interrupted between the files is finished at the
+// next open either way; no id is given twice.
+
+func addTexts(t *testing.T, s *Store, tenant, thread string, texts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	last, err := s.LastSeq(ctx, tenant, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []store.Event
+	for _, text := range texts {
+		m := message.NewText(message.User, text)
+		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m})
+	}
+	if _, err := s.Append(ctx, tenant, thread, last, evs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hitCount is how many hits a search through the index finds.
+func hitCount(t *testing.T, s *Store, tenant, thread, text string) int {
+	t.Helper()
+	hits, err := s.Search(context.Background(), tenant, store.SearchQuery{Text: text, Thread: thread, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(hits)
+}
+
+func reopen(t *testing.T, s *Store) *Store {
+	t.Helper()
+	path := s.path
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.searchPath = useIndex
+	return s
+}
+
+// TestIndexFileMadeAgain: an index file removed, or another log's put in
+// its place, is made again from the log at the next open: every message is
+// found, and nothing of the other log's index is (I8: its rows would name
+// this log's ids).
+func TestIndexFileMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openAt(t, filepath.Join(dir, "a.db"))
+	addTexts(t, s, "acme", "t", "the refund for INV-4401", "a second refund")
+	other := openAt(t, filepath.Join(dir, "b.db"))
+	// Fewer messages than this log holds: only its key tells it apart.
+	addTexts(t, other, "acme", "t", "the swordfish launch code")
+	checkIndex(t, s)
+	checkIndex(t, other)
+	other.Close()
+
+	// Removed.
+	s.Close()
+	for _, suffix := range []string{"-index", "-index-wal", "-index-shm"} {
+		os.Remove(s.path + suffix)
+	}
+	s = reopen(t, s)
+	if n := hitCount(t, s, "acme", "t", "refund"); n != 2 {
+		t.Fatalf("%d hits after the index file was removed, want 2", n)
+	}
+	checkIndex(t, s)
+
+	// Another log's.
+	s.Close()
+	b, err := os.ReadFile(filepath.Join(dir, "b.db-index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.path+"-index", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(s.path + "-index-wal")
+	os.Remove(s.path + "-index-shm")
+	s = reopen(t, s)
+	if n := hitCount(t, s, "acme", "t", "swordfish"); n != 0 {
+		t.Errorf("%d hits of another log's index", n)
+	}
+	if n := hitCount(t, s, "acme", "t", "refund"); n != 2 {
+		t.Errorf("%d hits after another log's index file was put in place, want 2", n)
+	}
+	checkIndex(t, s)
+	if err := s.DeleteThread(ctx, "acme", "t"); err != nil {
+		t.Fatal(err)
+	}
+	checkIndex(t, s)
+}
+
+// TestIndexFileAheadOfLog: a log put back from an older copy, beside an
+// index that holds rows it never had, has its index made again: else the
+// ids the log gives next would be taken for indexed rows of other
+// messages.
+func TestIndexFileAheadOfLog(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, filepath.Join(dir, "a.db"))
+	addTexts(t, s, "acme", "t", "an early note")
+	s.Close()
+	old, err := os.ReadFile(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s)
+	addTexts(t, s, "acme", "t", "a later launch", "another launch", "a third launch")
+	checkIndex(t, s)
+	s.Close()
+	if err := os.WriteFile(s.path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(s.path + "-wal")
+	os.Remove(s.path + "-shm")
+	s = reopen(t, s)
+	addTexts(t, s, "acme", "t", "a fresh memo", "another memo", "a third memo")
+	if n := hitCount(t, s, "acme", "t", "launch"); n != 0 {
+		t.Errorf("%d hits of messages the log no longer holds", n)
+	}
+	if n := hitCount(t, s, "acme", "t", "memo"); n != 3 {
+		t.Errorf("%d hits of the new messages, want 3", n)
+	}
+	checkIndex(t, s)
+}
+
+// TestDeleteInterrupted: a delete that took a thread's rows out of the
+// index but was stopped before the log's transaction (a crash) has them
+// put back at the next open; one stopped after it has nothing put back.
+func TestDeleteInterrupted(t *testing.T) {
+	ctx := context.Background()
+	for _, logDeleted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("log-deleted=%v", logDeleted), func(t *testing.T) {
+			s := openAt(t, filepath.Join(t.TempDir(), "m.db"))
+			addTexts(t, s, "acme", "doomed", "the refund for INV-4401", "a second refund")
+			addTexts(t, s, "acme", "kept", "a refund kept")
+			checkIndex(t, s) // indexed, not queued
+			if _, err := s.ix.beginDelete(ctx, "acme", "doomed"); err != nil {
+				t.Fatal(err)
+			}
+			if n := hitCount(t, s, "acme", "doomed", "refund"); n != 0 {
+				t.Fatalf("%d hits of the thread being deleted, want none: its rows are out of the index", n)
+			}
+			if logDeleted {
+				if err := s.deleteFromLog(ctx, "acme", "doomed"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The crash: the delete's end never runs (nor does this
+			// process write the index again: beginDelete's lock stays
+			// taken).
+			s = reopen(t, s)
+			want := 2
+			if logDeleted {
+				want = 0
+			}
+			if n := hitCount(t, s, "acme", "doomed", "refund"); n != want {
+				t.Errorf("%d hits after the interrupted delete, want %d", n, want)
+			}
+			var pending int
+			if err := s.ix.r.QueryRowContext(ctx, `SELECT count(*) FROM deleting`).Scan(&pending); err != nil || pending != 0 {
+				t.Errorf("%d deletes still recorded, %v", pending, err)
+			}
+			checkIndex(t, s)
+			if n := hitCount(t, s, "acme", "kept", "refund"); n != 1 {
+				t.Errorf("the kept thread: %d hits, want 1", n)
+			}
+		})
+	}
+}
+
+// TestIdsNotGivenAgain: after the newest messages are deleted, the next
+// ones take ids past theirs.
+func TestIdsNotGivenAgain(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, filepath.Join(t.TempDir(), "m.db"))
+	addTexts(t, s, "acme", "kept", "an early note")
+	addTexts(t, s, "acme", "gone", "a doomed note", "another doomed note")
+	var high int64
+	if err := s.r.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&high); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteThread(ctx, "acme", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s) // the highest id is kept in the file, not in memory
+	addTexts(t, s, "acme", "new", "a fresh memo")
+	var low int64
+	if err := s.r.QueryRowContext(ctx, `SELECT min(id) FROM events WHERE thread = 'new'`).Scan(&low); err != nil {
+		t.Fatal(err)
+	}
+	if low <= high {
+		t.Errorf("the new message took id %d, not past the deleted ones' %d", low, high)
+	}
+}
+
+func openAt(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.searchPath = useIndex
+	return s
+}
