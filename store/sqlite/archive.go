@@ -170,6 +170,11 @@ func (x *archiveIndex) valid(ctx context.Context, db interface {
 // prepare makes the index file this log's, at this build's version, and
 // finishes the deletes a crash interrupted (see above).
 func (x *archiveIndex) prepare(ctx context.Context, logKey string, logHigh int64) error {
+	// Every open but the first finds it so, with a read: no write, no
+	// fsync on the way to a restarted thread's first window.
+	if ok, err := x.valid(ctx, x.w, logKey, logHigh); err != nil || ok {
+		return err
+	}
 	tx, err := x.begin(ctx)
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 func (s *Store) queuedCount(t *testing.T) int64 {
 	t.Helper()
 	var n int64
-	if err := s.r.QueryRowContext(context.Background(), `SELECT count(*) FROM events_terms WHERE id > ?`, s.ix.mark(context.Background())).Scan(&n); err != nil {
+	if err := s.r.QueryRowContext(context.Background(), `SELECT count(*) FROM events_terms WHERE id > ?`, s.mustIndex(t).mark(context.Background())).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -21,7 +21,7 @@ func (s *Store) queuedCount(t *testing.T) int64 {
 // their scope).
 func (s *Store) indexedIDs(t *testing.T, tenant string) []int64 {
 	t.Helper()
-	rows, err := s.ix.r.QueryContext(context.Background(), `SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid`,
+	rows, err := s.mustIndex(t).r.QueryContext(context.Background(), `SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid`,
 		`scope : "`+tenantToken(tenant)+`"`)
 	if err != nil {
 		t.Fatal(err)
@@ -68,4 +68,14 @@ func readIndexed(ctx context.Context, log *sql.DB, query string, args ...any) ([
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// mustIndex returns s's index file, once open.
+func (s *Store) mustIndex(t *testing.T) *archiveIndex {
+	t.Helper()
+	x, err := s.index()
+	if err != nil || x == nil {
+		t.Fatalf("no index: %v", err)
+	}
+	return x
 }

@@ -155,7 +155,7 @@ func TestDeleteInterrupted(t *testing.T) {
 			addTexts(t, s, "acme", "doomed", "the refund for INV-4401", "a second refund")
 			addTexts(t, s, "acme", "kept", "a refund kept")
 			checkIndex(t, s) // indexed, not queued
-			if _, err := s.ix.beginDelete(ctx, "acme", "doomed"); err != nil {
+			if _, err := s.mustIndex(t).beginDelete(ctx, "acme", "doomed"); err != nil {
 				t.Fatal(err)
 			}
 			if n := hitCount(t, s, "acme", "doomed", "refund"); n != 0 {
@@ -178,7 +178,7 @@ func TestDeleteInterrupted(t *testing.T) {
 				t.Errorf("%d hits after the interrupted delete, want %d", n, want)
 			}
 			var pending int
-			if err := s.ix.r.QueryRowContext(ctx, `SELECT count(*) FROM deleting`).Scan(&pending); err != nil || pending != 0 {
+			if err := s.mustIndex(t).r.QueryRowContext(ctx, `SELECT count(*) FROM deleting`).Scan(&pending); err != nil || pending != 0 {
 				t.Errorf("%d deletes still recorded, %v", pending, err)
 			}
 			checkIndex(t, s)

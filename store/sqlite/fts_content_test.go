@@ -34,7 +34,7 @@ func checkIndexAs(t *testing.T, s *Store, quick bool) {
 	if err := s.catchUpIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ix.w.ExecContext(ctx, `INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 0)`); err != nil {
+	if _, err := s.mustIndex(t).w.ExecContext(ctx, `INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 0)`); err != nil {
 		t.Fatalf("the index is not consistent: %v", err)
 	}
 	rows, err := readIndexed(ctx, s.r, `SELECT t.id, e.tenant, e.thread, t.terms FROM events_terms t JOIN events e ON e.id = t.id ORDER BY t.id`)
@@ -83,7 +83,7 @@ func checkIndexAs(t *testing.T, s *Store, quick bool) {
 // matchIDs returns the ids of the index's rows that match expr.
 func (s *Store) matchIDs(t *testing.T, expr string) []int64 {
 	t.Helper()
-	js, _, err := s.ix.match(context.Background(), expr, func(int64) error { return nil })
+	js, _, err := s.mustIndex(t).match(context.Background(), expr, func(int64) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

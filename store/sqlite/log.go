@@ -204,7 +204,7 @@ func init() {
 // moveIndex moves the queue into the index in the background (Store.ahead),
 // unless a move is under way or the index cannot be written.
 func (s *Store) moveIndex() {
-	if s.ix == nil || s.ix.w == nil {
+	if s.readOnly {
 		return
 	}
 	s.ahead.Start(nil, func() {
@@ -222,10 +222,14 @@ const nextIDQuery = `SELECT max(hw, COALESCE((SELECT max(id) FROM events), 0)) +
 // queued (by this process or another on the same file, or before a
 // crash): what a search of a long queue does first.
 func (s *Store) catchUpIndex(ctx context.Context) error {
-	if s.ix == nil || s.ix.w == nil {
+	x, err := s.index()
+	if err != nil {
+		return err
+	}
+	if x == nil || x.w == nil {
 		return nil // read-only: searches read the log (search.go)
 	}
-	n, err := s.ix.move(ctx)
+	n, err := x.move(ctx)
 	s.queued.Add(-n)
 	if s.queued.Load() < 0 {
 		s.queued.Store(0)
@@ -586,13 +590,16 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 	// The index first (archive.go): its rows' terms are read from the log
 	// to take them out, so they go while the log still holds them.
 	end := func(bool) error { return nil }
-	if s.ix != nil && s.ix.w != nil {
-		var err error
-		if end, err = s.ix.beginDelete(ctx, tenant, thread); err != nil {
+	x, err := s.index()
+	if err != nil {
+		return err // the index's rows of the thread must go with it
+	}
+	if x != nil && x.w != nil {
+		if end, err = x.beginDelete(ctx, tenant, thread); err != nil {
 			return classify("delete thread", err)
 		}
 	}
-	err := s.deleteFromLog(ctx, tenant, thread)
+	err = s.deleteFromLog(ctx, tenant, thread)
 	if endErr := end(err == nil); endErr != nil && err == nil {
 		err = classify("delete thread", endErr)
 	}
@@ -600,8 +607,8 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 		return err
 	}
 	s.checkpoint(ctx)
-	if s.ix != nil {
-		s.ix.checkpoint(ctx)
+	if x != nil {
+		x.checkpoint(ctx)
 	}
 	return nil
 }

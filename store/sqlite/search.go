@@ -182,7 +182,8 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	} else {
 		defer s.moveAhead()
 	}
-	if s.ix != nil && s.ix.w == nil {
+	x, _ := s.index() // without one (it could not be opened), the log is read
+	if x != nil && x.w == nil {
 		maxQueued = -1 // read-only: the queue cannot move (readCandidates reads it)
 	}
 	hits, err := s.searchSnapshot(ctx, stmts, tenant, q, pq, limit, maxQueued)
@@ -283,7 +284,7 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 	if q.Thread != "" {
 		path = s.threadPath(n, tokens)
 	}
-	if path == useIndex && (s.ix == nil || s.ix.w == nil && q.Thread == "") {
+	if x, _ := s.index(); path == useIndex && (x == nil || x.w == nil && q.Thread == "") {
 		// Read-only, without an index, or (a tenant's search) with a
 		// queue that cannot move: the log is read.
 		path = readThread
@@ -332,8 +333,11 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 		mark  int64
 	)
 	if path == useIndex {
-		var err error
-		found, mark, err = s.ix.match(ctx, match, func(mark int64) error {
+		x, err := s.index()
+		if err != nil {
+			return nil, nil, err
+		}
+		found, mark, err = x.match(ctx, match, func(mark int64) error {
 			if maxQueued < 0 {
 				return nil
 			}

@@ -66,10 +66,14 @@ type Store struct {
 	search     searchStmts        // Search's statements, prepared on first use (search.go)
 	reads      stmtCache          // the fixed reads' statements on r (stmts.go)
 	ahead      backend.Background // the archive index's queue moved in the background (log.go)
-	ix         *archiveIndex      // the archive index's file (archive.go); nil when read-only and there is none
-	ck         *sql.DB            // the background checkpoints' connection (checkpoint.go); nil if read-only
-	ckRun      backend.Background // the background checkpoint under way
-	commits    atomic.Int64       // commits since the last background checkpoint started
+	// The archive index's file (archive.go), opened in the background
+	// from Open (index): ix is nil when read-only and there is none.
+	ixReady chan struct{}
+	ix      *archiveIndex
+	ixErr   error
+	ck      *sql.DB            // the background checkpoints' connection (checkpoint.go); nil if read-only
+	ckRun   backend.Background // the background checkpoint under way
+	commits atomic.Int64       // commits since the last background checkpoint started
 }
 
 var _ store.Store = (*Store)(nil)
@@ -133,16 +137,28 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 		}
 	}
-	if err := st.openIndex(ctx, dsn); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("sqlite: open %s: index: %w", path, err)
-	}
+	// The index's file opens beside the caller's first steps: a restart's
+	// first window does not wait for it (BenchmarkColdStart).
+	st.ixReady = make(chan struct{})
+	go func() {
+		defer close(st.ixReady)
+		if err := st.openIndex(context.Background(), dsn); err != nil {
+			st.ixErr = fmt.Errorf("%w: sqlite: open %s: index: %w", store.ErrUnavailable, path, err)
+		}
+	}()
 	return st, nil
 }
 
+// index returns the archive index's file once it is open, nil when there
+// is none to use (read-only), or why it could not be opened.
+func (s *Store) index() (*archiveIndex, error) {
+	<-s.ixReady
+	return s.ix, s.ixErr
+}
+
 // openIndex opens the archive index's file (archive.go), finishes the
-// deletes a crash interrupted and starts moving the queue into it (all of
-// the log when the file is new).
+// deletes a crash interrupted and counts the queue (all of the log when
+// the file is new).
 func (s *Store) openIndex(ctx context.Context, dsn func(...string) url.Values) error {
 	var (
 		key  string
@@ -152,20 +168,25 @@ func (s *Store) openIndex(ctx context.Context, dsn func(...string) url.Values) e
 	if err != nil {
 		return err
 	}
-	if s.ix, err = openIndex(ctx, s.path, key, high, s.readOnly, dsn); err != nil || s.ix == nil || s.ix.w == nil {
+	x, err := openIndex(ctx, s.path, key, high, s.readOnly, dsn)
+	if err != nil || x == nil {
 		return err
 	}
-	if err := s.ix.recover(ctx); err != nil {
+	s.ix = x
+	if x.w == nil {
+		return nil
+	}
+	if err := x.recover(ctx); err != nil {
 		return err
 	}
 	var queued int64
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_terms WHERE id > ?`, s.ix.mark(ctx)).Scan(&queued); err != nil {
 		return err
 	}
-	s.queued.Store(queued)
-	if queued >= indexBatch {
-		s.moveIndex()
-	}
+	// Moved by the next append or search, not now: a restart's first
+	// window must not share the machine with it. Added: appends made
+	// meanwhile counted themselves (a count too high only moves early).
+	s.queued.Add(queued)
 	return nil
 }
 
@@ -256,8 +277,10 @@ func (s *Store) Close() error {
 		if s.ck != nil {
 			ckErr = s.ck.Close()
 		}
-		if s.ix != nil {
-			ixErr = s.ix.close()
+		if s.ixReady != nil {
+			if x, _ := s.index(); x != nil {
+				ixErr = x.close()
+			}
 		}
 		s.closeErr = errors.Join(s.r.Close(), s.w.Close(), ckErr, ixErr)
 	})

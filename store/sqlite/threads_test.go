@@ -151,7 +151,7 @@ func TestMigrateAutomerge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v := automerge(s.ix.r); v.Int64 != 8 {
+		if v := automerge(s.mustIndex(t).r); v.Int64 != 8 {
 			t.Errorf("%s: automerge %v, want 8", filepath.Base(p), v)
 		}
 		s.Close()
