@@ -47,9 +47,11 @@ import (
 //     which the log still holds, so that secure-delete takes them out of
 //     the index's pages) and records the delete in the index file, in one
 //     index transaction; then deletes from the log; then clears the record.
-//     A crash between the two leaves the record: the next open puts back the
-//     rows the log still holds (the delete did not happen), and a finished
-//     delete has nothing to put back.
+//     While the record is there, no move (of any process on the file)
+//     indexes the thread's queued rows. A crash between the two leaves the
+//     record: the next open puts back the rows the log still holds (the
+//     delete did not happen), and a finished delete has nothing to put
+//     back.
 
 // indexVersion is the index file's schema version; a file at another is
 // made again.
@@ -62,6 +64,7 @@ CREATE TABLE meta (
 	log     TEXT    NOT NULL,
 	upto    INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY);
 CREATE TABLE deleting (
 	tenant TEXT    NOT NULL,
 	thread TEXT    NOT NULL,
@@ -175,11 +178,17 @@ func (x *archiveIndex) prepare(ctx context.Context, logKey string, logHigh int64
 	if ok, err := x.valid(ctx, x.w, logKey, logHigh); err != nil || ok {
 		return err
 	}
-	tx, err := x.begin(ctx)
+	tx, err := x.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
+	// The lock first (begin), on a new file too.
+	for _, q := range []string{`CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY)`, `REPLACE INTO lock (id) VALUES (1)`} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
 	ok, err := x.valid(ctx, tx, logKey, logHigh)
 	if err != nil {
 		return err
@@ -207,18 +216,18 @@ func (x *archiveIndex) mark(ctx context.Context) int64 {
 }
 
 // begin starts a write transaction of the index's writer, holding the
-// index file's lock from its first statements (a write of a row that
-// says nothing).
+// index file's lock from its first statement (a write of a row that says
+// nothing): a transaction that read first could not write after another
+// process's commit (SQLITE_BUSY_SNAPSHOT), where one that waits for the
+// lock first reads what that commit wrote.
 func (x *archiveIndex) begin(ctx context.Context) (*sql.Tx, error) {
 	tx, err := x.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	for _, q := range []string{`CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY)`, `REPLACE INTO lock (id) VALUES (1)`} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			tx.Rollback()
-			return nil, err
-		}
+	if _, err := tx.ExecContext(ctx, `REPLACE INTO lock (id) VALUES (1)`); err != nil {
+		tx.Rollback()
+		return nil, err
 	}
 	return tx, nil
 }
@@ -243,7 +252,9 @@ const (
 	indexSource = `SELECT t.id, mneme_scope(e.tenant, e.thread), t.terms
 		FROM log.events_terms t JOIN log.events e ON e.id = t.id`
 	moveRows = `INSERT INTO events_fts (rowid, scope, body) ` + indexSource + `
-		WHERE t.id > ? AND t.id <= ? ORDER BY t.id`
+		WHERE t.id > ? AND t.id <= ?
+		AND NOT EXISTS (SELECT 1 FROM deleting d WHERE d.tenant = e.tenant AND d.thread = e.thread)
+		ORDER BY t.id`
 	threadSource = `SELECT t.id, mneme_scope(e.tenant, e.thread), t.terms
 		FROM log.events e JOIN log.events_terms t ON t.id = e.id
 		WHERE e.tenant = ? AND e.thread = ? AND e.id <= ? ORDER BY e.id`
@@ -340,14 +351,18 @@ func (x *archiveIndex) endDelete(ctx context.Context, tenant, thread string, del
 		return err
 	}
 	defer tx.Rollback()
-	var mark int64
-	if err := tx.QueryRowContext(ctx, `SELECT upto FROM deleting WHERE tenant = ? AND thread = ?`, tenant, thread).Scan(&mark); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deleting WHERE tenant = ? AND thread = ?`, tenant, thread).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	mark, err := upto(ctx, tx)
+	if err != nil {
 		return err
 	}
 	if !deleted {
+		// Up to the index's mark now: the rows beginDelete took out, and
+		// those a move (of any process) passed over while the delete was
+		// recorded.
 		if _, err := tx.ExecContext(ctx, putBack, tenant, thread, mark); err != nil {
 			return err
 		}

@@ -224,3 +224,84 @@ func openAt(t *testing.T, path string) *Store {
 	s.searchPath = useIndex
 	return s
 }
+
+// TestIndexTwoProcesses: two stores on one file (as two processes are),
+// each appending, searching and so moving the queue into the index, and
+// deleting threads, leave an index that is the log's.
+func TestIndexTwoProcesses(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "m.db")
+	a, b := openAt(t, path), openAt(t, path)
+	run := func(s *Store, name string, errc chan<- error) {
+		for i := range IndexBatch + 200 {
+			thread := fmt.Sprintf("%s%d", name, i%4)
+			last, err := s.LastSeq(ctx, "acme", thread)
+			if err == nil {
+				m := message.NewText(message.User, fmt.Sprintf("note %d of %s about a refund", i, name))
+				_, err = s.Append(ctx, "acme", thread, last, []store.Event{{Kind: store.KindMessage, Message: &m}})
+			}
+			if err == nil && i%50 == 49 {
+				_, err = s.Search(ctx, "acme", store.SearchQuery{Text: "refund"})
+			}
+			if err == nil && i%300 == 299 {
+				err = s.DeleteThread(ctx, "acme", thread)
+			}
+			if err != nil {
+				errc <- fmt.Errorf("%s, step %d: %w", name, i, err)
+				return
+			}
+		}
+		errc <- nil
+	}
+	errc := make(chan error, 2)
+	go run(a, "a", errc)
+	go run(b, "b", errc)
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkIndex(t, a)
+	checkIndex(t, b)
+}
+
+// TestDeleteWhileAnotherMoves: while a delete is between the two files,
+// another process's move passes over the thread's queued rows, so that a
+// finished delete leaves none of them in the index and a failed one puts
+// them all back.
+func TestDeleteWhileAnotherMoves(t *testing.T) {
+	ctx := context.Background()
+	for _, deleted := range []bool{true, false} {
+		t.Run(fmt.Sprintf("deleted=%v", deleted), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.db")
+			a, b := openAt(t, path), openAt(t, path)
+			addTexts(t, a, "acme", "doomed", "an indexed refund")
+			checkIndex(t, a)
+			addTexts(t, a, "acme", "doomed", "a queued refund", "another queued refund")
+			addTexts(t, a, "acme", "kept", "a kept refund")
+			end, err := a.mustIndex(t).beginDelete(ctx, "acme", "doomed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.catchUpIndex(ctx); err != nil { // the other process's move
+				t.Fatal(err)
+			}
+			if deleted {
+				if err := a.deleteFromLog(ctx, "acme", "doomed"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := end(deleted); err != nil {
+				t.Fatal(err)
+			}
+			checkIndex(t, a)
+			want := 3
+			if deleted {
+				want = 0
+			}
+			if n := hitCount(t, b, "acme", "doomed", "refund"); n != want {
+				t.Errorf("%d hits of the thread, want %d", n, want)
+			}
+		})
+	}
+}
