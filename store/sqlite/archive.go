@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // The archive index (FTS5) lives in a file of its own beside the log, the
@@ -49,9 +50,9 @@ import (
 //     index transaction; then deletes from the log; then clears the record.
 //     While the record is there, no move (of any process on the file)
 //     indexes the thread's queued rows. A crash between the two leaves the
-//     record: the next open puts back the rows the log still holds (the
-//     delete did not happen), and a finished delete has nothing to put
-//     back.
+//     record: once it is stale (staleDelete), the next open or move puts
+//     back the rows the log still holds (the delete did not happen), and a
+//     finished delete has nothing to put back.
 
 // indexVersion is the index file's schema version; a file at another is
 // made again.
@@ -68,7 +69,7 @@ CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY);
 CREATE TABLE deleting (
 	tenant TEXT    NOT NULL,
 	thread TEXT    NOT NULL,
-	upto   INTEGER NOT NULL,
+	began  INTEGER NOT NULL,
 	PRIMARY KEY (tenant, thread)
 ) WITHOUT ROWID;
 CREATE VIRTUAL TABLE events_fts USING fts5 (scope, body, content = '', columnsize = 0,
@@ -92,10 +93,10 @@ type archiveIndex struct {
 const moveChunk = 4096
 
 // openIndex opens the index file of the log at path (made again when it is
-// not this log's, see above). logKey and logHigh are the log's key and
+// not this log's, see above). logKey is the log's key, logHigh reads its
 // highest id. With the log read-only, the index is only read, and nil when
 // there is none to read.
-func openIndex(ctx context.Context, path string, logKey string, logHigh int64, readOnly bool, dsn func(...string) url.Values) (*archiveIndex, error) {
+func openIndex(ctx context.Context, path string, logKey string, logHigh func() (int64, error), readOnly bool, dsn func(...string) url.Values) (*archiveIndex, error) {
 	x := &archiveIndex{path: path + "-index"}
 	if readOnly {
 		// Only read, if there is one to read and it is this log's: else
@@ -123,16 +124,16 @@ func openIndex(ctx context.Context, path string, logKey string, logHigh int64, r
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	x.w = w
-	// The log, read-only, on the index's writer: the index reads its
+	// Then the log, read-only, on the index's writer: the index reads its
 	// rows in SQL. The writer's transactions are DEFERRED, each taking the
 	// index's lock by a first write (begin): an IMMEDIATE one would lock
 	// every attached file, the log too.
-	abs, err := filepath.Abs(path)
+	err = x.prepare(ctx, logKey, logHigh)
 	if err == nil {
-		_, err = w.ExecContext(ctx, `ATTACH DATABASE ? AS log`, (&url.URL{Scheme: "file", Path: abs, RawQuery: "mode=ro"}).String())
-	}
-	if err == nil {
-		err = x.prepare(ctx, logKey, logHigh)
+		var abs string
+		if abs, err = filepath.Abs(path); err == nil {
+			_, err = w.ExecContext(ctx, `ATTACH DATABASE ? AS log`, (&url.URL{Scheme: "file", Path: abs, RawQuery: "mode=ro"}).String())
+		}
 	}
 	if err != nil {
 		w.Close()
@@ -150,7 +151,7 @@ func openIndex(ctx context.Context, path string, logKey string, logHigh int64, r
 // valid reports whether db holds this log's index at this build's version.
 func (x *archiveIndex) valid(ctx context.Context, db interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, logKey string, logHigh int64) (bool, error) {
+}, logKey string, logHigh func() (int64, error)) (bool, error) {
 	var (
 		version int
 		key     string
@@ -167,44 +168,64 @@ func (x *archiveIndex) valid(ctx context.Context, db interface {
 		}
 		return false, err
 	}
-	return version == indexVersion && key == logKey && upto <= logHigh, nil
+	if version != indexVersion || key != logKey {
+		return false, nil
+	}
+	// The log's highest id read after the index's mark: it only grows,
+	// so a mark past it is one this log never reached.
+	high, err := logHigh()
+	if err != nil {
+		return false, err
+	}
+	return upto <= high, nil
 }
 
 // prepare makes the index file this log's, at this build's version, and
 // finishes the deletes a crash interrupted (see above).
-func (x *archiveIndex) prepare(ctx context.Context, logKey string, logHigh int64) error {
+func (x *archiveIndex) prepare(ctx context.Context, logKey string, logHigh func() (int64, error)) error {
 	// Every open but the first finds it so, with a read: no write, no
-	// fsync on the way to a restarted thread's first window.
-	if ok, err := x.valid(ctx, x.w, logKey, logHigh); err != nil || ok {
-		return err
+	// fsync on the way to a restarted thread's first window. A read that
+	// fails (another process making the file) asks under the lock.
+	if ok, err := x.valid(ctx, x.w, logKey, logHigh); err == nil && ok {
+		return nil
 	}
-	tx, err := x.w.BeginTx(ctx, nil)
+	// Under the file's lock from BEGIN IMMEDIATE (nothing is attached
+	// yet), so that what it reads is the latest: two processes opening a
+	// new file take turns, and the second finds the first's index.
+	conn, err := x.w.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	// The lock first (begin), on a new file too.
-	for _, q := range []string{`CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY)`, `REPLACE INTO lock (id) VALUES (1)`} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return err
-		}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		return err
 	}
-	ok, err := x.valid(ctx, tx, logKey, logHigh)
+	committed := false
+	defer func() {
+		if !committed {
+			_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
+		}
+	}()
+	ok, err := x.valid(ctx, conn, logKey, logHigh)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		// Another log's, another version's, or new: made again, empty.
 		for _, q := range []string{`DROP TABLE IF EXISTS events_fts`, `DROP TABLE IF EXISTS deleting`, `DROP TABLE IF EXISTS meta`, indexSchema} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (id, version, log, upto) VALUES (1, ?, ?, 0)`, indexVersion, logKey); err != nil {
+		if _, err := conn.ExecContext(ctx, `INSERT INTO meta (id, version, log, upto) VALUES (1, ?, ?, 0)`, indexVersion, logKey); err != nil {
 			return err
 		}
 	}
-	return tx.Commit()
+	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
+		return err
+	}
+	committed = true
+	return nil
 }
 
 // mark returns the index's mark, 0 when it cannot be read (everything is
@@ -268,6 +289,9 @@ const (
 func (x *archiveIndex) move(ctx context.Context) (int64, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if err := x.recoverLocked(ctx); err != nil {
+		return 0, err
+	}
 	var moved int64
 	for {
 		n, err := x.moveChunk(ctx)
@@ -327,7 +351,7 @@ func (x *archiveIndex) beginDelete(ctx context.Context, tenant, thread string) (
 	if _, err := tx.ExecContext(ctx, takeOut, tenant, thread, mark); err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO deleting (tenant, thread, upto) VALUES (?, ?, ?)`, tenant, thread, mark); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO deleting (tenant, thread, began) VALUES (?, ?, ?)`, tenant, thread, time.Now().UnixNano()); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -373,12 +397,22 @@ func (x *archiveIndex) endDelete(ctx context.Context, tenant, thread string, del
 	return tx.Commit()
 }
 
+// staleDelete is how old a recorded delete must be for a move or an open
+// to take it for one a crash interrupted: one under way in another
+// process on the file (a few milliseconds between its two transactions)
+// must be left to finish.
+var staleDelete = time.Minute
+
 // recover finishes the deletes a crash interrupted: the rows the log still
 // holds go back into the index (see above).
 func (x *archiveIndex) recover(ctx context.Context) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	rows, err := x.w.QueryContext(ctx, `SELECT tenant, thread FROM deleting`)
+	return x.recoverLocked(ctx)
+}
+
+func (x *archiveIndex) recoverLocked(ctx context.Context) error {
+	rows, err := x.w.QueryContext(ctx, `SELECT tenant, thread FROM deleting WHERE began <= ?`, time.Now().Add(-staleDelete).UnixNano())
 	if err != nil {
 		return err
 	}

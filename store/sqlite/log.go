@@ -52,6 +52,11 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	// Everything that does not need the thread's tail is done here, outside
 	// the writer's critical section: validation, refs, JSON, archive text,
 	// counters. A group being committed meanwhile waits for it (Expect).
+	// The index's file is checked against the log before this process
+	// first writes to it (archive.go: a mark past the log's highest id
+	// tells a stale index only until new ids pass it). Open does not wait:
+	// a restart's first window needs no append.
+	<-s.ixReady
 	defer s.group.Expect()()
 	now := s.clock()
 	req := &appendReq{tenant: tenant, thread: thread, after: after, now: now, ps: make([]prepared, len(evs))}

@@ -160,13 +160,13 @@ func (s *Store) index() (*archiveIndex, error) {
 // deletes a crash interrupted and counts the queue (all of the log when
 // the file is new).
 func (s *Store) openIndex(ctx context.Context, dsn func(...string) url.Values) error {
-	var (
-		key  string
-		high int64
-	)
-	err := s.r.QueryRowContext(ctx, `SELECT key, max(hw, COALESCE((SELECT max(id) FROM events), 0)) FROM archive_state`).Scan(&key, &high)
-	if err != nil {
+	var key string
+	if err := s.r.QueryRowContext(ctx, `SELECT key FROM archive_state`).Scan(&key); err != nil {
 		return err
+	}
+	high := func() (n int64, err error) {
+		err = s.r.QueryRowContext(ctx, `SELECT max(hw, COALESCE((SELECT max(id) FROM events), 0)) FROM archive_state`).Scan(&n)
+		return n, err
 	}
 	x, err := openIndex(ctx, s.path, key, high, s.readOnly, dsn)
 	if err != nil || x == nil {
