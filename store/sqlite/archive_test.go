@@ -47,17 +47,10 @@ func hitCount(t *testing.T, s *Store, tenant, thread, text string) int {
 
 func reopen(t *testing.T, s *Store) *Store {
 	t.Helper()
-	path := s.path
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	s.searchPath = useIndex
-	return s
+	return openAt(t, s.path)
 }
 
 // TestIndexFileMadeAgain: an index file removed, or another log's put in
@@ -218,13 +211,10 @@ func TestIdsNotGivenAgain(t *testing.T) {
 	}
 }
 
+// openAt opens the file at path, every thread's search through the index.
 func openAt(t *testing.T, path string) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openFile(t, path)
 	s.searchPath = useIndex
 	return s
 }

@@ -29,12 +29,19 @@ var searchPaths = []struct {
 
 func openWithPath(t *testing.T, path searchPath) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "mneme.db"))
+	s := openFile(t, filepath.Join(t.TempDir(), "mneme.db"))
+	s.searchPath = path
+	return s
+}
+
+// openFile opens the file at path, closed when the test ends.
+func openFile(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	s.searchPath = path
 	return s
 }
 
