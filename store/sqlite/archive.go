@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -132,7 +133,12 @@ func openIndex(ctx context.Context, path string, logKey string, logHigh func() (
 	if err == nil {
 		var abs string
 		if abs, err = filepath.Abs(path); err == nil {
-			_, err = w.ExecContext(ctx, `ATTACH DATABASE ? AS log`, (&url.URL{Scheme: "file", Path: abs, RawQuery: "mode=ro"}).String())
+			// A URI (file:///C:/... on Windows), for its mode.
+			p := filepath.ToSlash(abs)
+			if !strings.HasPrefix(p, "/") {
+				p = "/" + p
+			}
+			_, err = w.ExecContext(ctx, `ATTACH DATABASE ? AS log`, (&url.URL{Scheme: "file", Path: p, RawQuery: "mode=ro"}).String())
 		}
 	}
 	if err != nil {

@@ -299,3 +299,18 @@ func TestDeleteWhileAnotherMoves(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexOddPath: the index's writer attaches the log by a URI; a path
+// with a space, a percent sign and non-ASCII letters is escaped in it.
+func TestIndexOddPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "my data 100% ü")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := openAt(t, filepath.Join(dir, "m é.db"))
+	addTexts(t, s, "acme", "t", "the refund for INV-4401", "a second refund")
+	checkIndex(t, s)
+	if n := hitCount(t, s, "acme", "t", "refund"); n != 2 {
+		t.Errorf("%d hits, want 2", n)
+	}
+}
