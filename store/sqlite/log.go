@@ -219,9 +219,10 @@ func (s *Store) moveIndex() {
 	})
 }
 
-// nextIDQuery is the first id a group gives: past every id the log ever
-// held.
-const nextIDQuery = `SELECT max(hw, COALESCE((SELECT max(id) FROM events), 0)) + 1 FROM archive_state`
+// highestID is the highest id the log ever held: a group numbers its
+// messages past it, and an index file whose mark is past it is not this
+// log's (archive.go).
+const highestID = `SELECT max(hw, COALESCE((SELECT max(id) FROM events), 0)) FROM archive_state`
 
 // catchUpIndex moves the queued index terms into the index, if any are
 // queued (by this process or another on the same file, or before a
@@ -256,10 +257,11 @@ var errWroteAndFailed = errors.New("sqlite: append: a request failed after writi
 // writer's time with 32 threads appending; without them the group's terms
 // are flushed once, at the commit.
 func (s *Store) writeGroup(ctx context.Context, x rawTx, batch []*appendReq, savepoints bool) error {
-	next, _, err := x.queryInt64(ctx, nextIDQuery)
+	high, _, err := x.queryInt64(ctx, highestID)
 	if err != nil {
 		return classify("append", err)
 	}
+	next := high + 1
 	if len(batch) == 1 {
 		// Alone: the request's error is the transaction's.
 		_, batch[0].Err = s.appendIn(ctx, x, batch[0], &next)

@@ -93,11 +93,11 @@ func (s *Store) threadPath(n, tokens int64) searchPath {
 // searchStmts are the fixed statements of a search, prepared once on the
 // readers: with FTS5's own, preparing them was a tenth of a search.
 type searchStmts struct {
-	mu                                 sync.Mutex
-	thread, queued, read, match, texts *sql.Stmt
-	queue                              *sql.Stmt // a thread's queued messages (useIndex)
-	since, terms                       *sql.Stmt // the cached path's reads
-	cache                              postingsCache
+	mu                          sync.Mutex
+	thread, queued, read, texts *sql.Stmt
+	queue                       *sql.Stmt // a thread's queued messages (useIndex)
+	since, terms                *sql.Stmt // the cached path's reads; terms the index's candidates' too
+	cache                       postingsCache
 }
 
 // get returns the statements, preparing them on first use.
@@ -116,15 +116,15 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 			FROM threads WHERE tenant = ? AND id = ?`},
 		{&ps.since, `SELECT e.seq, e.id, COALESCE(e.ref, ''), t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? AND e.seq >= ? ORDER BY e.seq`},
-		{&ps.terms, `SELECT id, terms FROM events_terms WHERE id IN (SELECT value FROM json_each(?))`},
+		// Messages' terms by id (the index's candidates of a thread, the
+		// cache's reads), in id order.
+		{&ps.terms, `SELECT id, terms FROM events_terms WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`},
 		// The highest id a message has: the queue spans the ids from the
 		// index's mark to it (at most as many messages, and none exactly
 		// when it is the mark: a row past the mark is a queued message).
 		{&ps.queued, `SELECT COALESCE(max(id), 0) FROM events_terms`},
 		{&ps.read, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? ORDER BY e.seq`},
-		// The index's candidates of a thread, found in the index's file.
-		{&ps.match, `SELECT id, terms FROM events_terms WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`},
 		{&ps.queue, queueQuery("")},
 		{&ps.texts, `SELECT id, tenant, thread, seq, ref, role, tool, at, message FROM events
 			WHERE id IN (SELECT value FROM json_each(?))`},
@@ -135,7 +135,7 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		}
 		*p.to = stmt
 	}
-	st.thread, st.queued, st.read, st.match, st.texts = ps.thread, ps.queued, ps.read, ps.match, ps.texts
+	st.thread, st.queued, st.read, st.texts = ps.thread, ps.queued, ps.read, ps.texts
 	st.since, st.terms, st.queue = ps.since, ps.terms, ps.queue
 	return st, nil
 }
@@ -380,7 +380,7 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 			WHERE `+strings.Join(where, " AND ")+` ORDER BY `+order, args...)
 	case q.Thread != "" && !filtered:
 		// The scope is in the index: nothing of events is needed.
-		rows, err = tx.StmtContext(ctx, stmts.match).QueryContext(ctx, string(found))
+		rows, err = tx.StmtContext(ctx, stmts.terms).QueryContext(ctx, string(found))
 	default:
 		rows, err = tx.QueryContext(ctx, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.id IN (SELECT value FROM json_each(?)) AND `+strings.Join(where, " AND ")+` ORDER BY e.thread, e.seq`,

@@ -165,7 +165,7 @@ func (s *Store) openIndex(ctx context.Context, dsn func(...string) url.Values) e
 		return err
 	}
 	high := func() (n int64, err error) {
-		err = s.r.QueryRowContext(ctx, `SELECT max(hw, COALESCE((SELECT max(id) FROM events), 0)) FROM archive_state`).Scan(&n)
+		err = s.r.QueryRowContext(ctx, highestID).Scan(&n)
 		return n, err
 	}
 	x, err := openIndex(ctx, s.path, key, high, s.readOnly, dsn)
@@ -180,7 +180,7 @@ func (s *Store) openIndex(ctx context.Context, dsn func(...string) url.Values) e
 		return err
 	}
 	var queued int64
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_terms WHERE id > ?`, s.ix.mark(ctx)).Scan(&queued); err != nil {
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events_terms WHERE id > ?`, x.mark(ctx)).Scan(&queued); err != nil {
 		return err
 	}
 	// Moved by the next append or search, not now: a restart's first
