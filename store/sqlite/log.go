@@ -74,7 +74,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	// Tool names too: read from what is committed up to after (which the
 	// caller has seen), on a reader, not in the writer's transaction.
 	s.resolveTools(ctx, tenant, thread, after, req.ps)
-	if err := s.group.Do(req, s.commitGroup); err != nil {
+	if err := s.group.Stream(req, s.commitGroup); err != nil {
 		return nil, err
 	}
 	out := make([]store.Event, len(req.ps))
@@ -128,21 +128,51 @@ const (
 // again with each request in a savepoint, so that its failure rolls back
 // that request alone. If the commit fails, every request fails:
 // none of them is durable.
-func (s *Store) commitGroup(batch []*appendReq) {
+//
+// The group's requests come from take (backend.GroupCommit.Stream): those
+// queued are written while the rest are still being prepared. Once one
+// fails after writing, the group takes no more, and the requests it took
+// are written again.
+func (s *Store) commitGroup(take func() []*appendReq) {
 	// The transaction is the group's, not one caller's: no caller's
 	// cancellation may abort the others.
 	ctx := context.Background()
-	write := func(savepoints bool) error {
-		return s.rawWriteTx(ctx, func(x rawTx) error {
-			return s.writeGroup(ctx, x, batch, savepoints)
-		})
+	batch := take()
+	if len(batch) == 0 {
+		return
 	}
-	err := write(false)
+	err := s.rawWriteTx(ctx, func(x rawTx) error {
+		high, _, err := x.queryInt64(ctx, highestID)
+		if err != nil {
+			return classify("append", err)
+		}
+		next := high + 1
+		for i := 0; ; i++ {
+			if i == len(batch) {
+				more := take()
+				if len(more) == 0 {
+					return nil
+				}
+				batch = append(batch, more...)
+			}
+			r := batch[i]
+			// Only a clean conflict fails a request here: anything else
+			// (it wrote, or SQLite failed and may have ended the
+			// transaction) has the group written again with savepoints.
+			wrote, err := s.appendIn(ctx, x, r, &next)
+			if err != nil && (wrote || !errors.Is(err, store.ErrConflict)) {
+				return errWroteAndFailed
+			}
+			r.Err = err
+		}
+	})
 	if errors.Is(err, errWroteAndFailed) {
 		for _, r := range batch {
 			r.Err = nil
 		}
-		err = write(true)
+		err = s.rawWriteTx(ctx, func(x rawTx) error {
+			return s.writeGroup(ctx, x, batch)
+		})
 	}
 	if err != nil {
 		for _, r := range batch {
@@ -251,12 +281,12 @@ func (s *Store) catchUpIndex(ctx context.Context) error {
 // written again with savepoints.
 var errWroteAndFailed = errors.New("sqlite: append: a request failed after writing")
 
-// writeGroup writes batch in tx. Without savepoints, as a group is first
-// written: FTS5 flushes its pending terms to a new segment at every
-// savepoint, which then has to be merged, and that was two fifths of the
-// writer's time with 32 threads appending; without them the group's terms
-// are flushed once, at the commit.
-func (s *Store) writeGroup(ctx context.Context, x rawTx, batch []*appendReq, savepoints bool) error {
+// writeGroup writes batch in tx again, each request in a savepoint, once
+// a request failed after writing: its failure rolls back that request
+// alone. Only then: FTS5 flushed its pending terms to a new segment at
+// every savepoint, when the log's file held the index, which then had to
+// be merged.
+func (s *Store) writeGroup(ctx context.Context, x rawTx, batch []*appendReq) error {
 	high, _, err := x.queryInt64(ctx, highestID)
 	if err != nil {
 		return classify("append", err)
@@ -266,19 +296,6 @@ func (s *Store) writeGroup(ctx context.Context, x rawTx, batch []*appendReq, sav
 		// Alone: the request's error is the transaction's.
 		_, batch[0].Err = s.appendIn(ctx, x, batch[0], &next)
 		return batch[0].Err
-	}
-	if !savepoints {
-		for _, r := range batch {
-			// Only a clean conflict fails a request here: anything else
-			// (it wrote, or SQLite failed and may have ended the
-			// transaction) has the group written again with savepoints.
-			wrote, err := s.appendIn(ctx, x, r, &next)
-			if err != nil && (wrote || !errors.Is(err, store.ErrConflict)) {
-				return errWroteAndFailed
-			}
-			r.Err = err
-		}
-		return nil
 	}
 	for _, r := range batch {
 		if _, err := x.ExecContext(ctx, `SAVEPOINT append`); err != nil {
