@@ -110,11 +110,11 @@ type Config struct {
 	// what a request adds): 0 means DefaultRequestMemoBytes; a negative
 	// value keeps no memo (every request is projected whole).
 	RequestMemoBytes int
-	// Refs, when set, makes the refs of new messages instead of
-	// store.NewRef (random and unguessable, I8). It is for benchmarks that
-	// must repeat token for token from a seed (a ref is counted in masked
-	// placeholders and recalled blocks); a server never sets it. It may be
-	// called from several goroutines at once.
+	// Refs, when set, makes the refs of new messages instead of the
+	// store (store.RefMaker) or store.NewRef (unguessable either way, I8).
+	// It is for benchmarks that must repeat token for token from a seed (a
+	// ref is counted in masked placeholders and recalled blocks); a server
+	// never sets it. It may be called from several goroutines at once.
 	Refs func() string
 }
 
@@ -135,6 +135,7 @@ type Engine struct {
 	id        string // this process's lease owner name
 	store     store.Store
 	ownsStore bool
+	refs      func() string // the refs of new messages (newRef)
 	policy    Policy
 	models    *token.Table
 	tokens    *token.Cache
@@ -174,12 +175,19 @@ type Engine struct {
 
 type threadKey struct{ tenant, id string }
 
-// newRef is the ref of a new message (Config.Refs).
-func (m *Engine) newRef() string {
-	if m.cfg.Refs != nil {
-		return m.cfg.Refs()
+// newRef is the ref of a new message: Config.Refs's, else the store's
+// when it makes its own (store.RefMaker), else store.NewRef's.
+func (m *Engine) newRef() string { return m.refs() }
+
+// refsOf returns the source of new messages' refs for cfg and the store.
+func refsOf(cfg Config, st store.Store) func() string {
+	if cfg.Refs != nil {
+		return cfg.Refs
 	}
-	return store.NewRef()
+	if rm, ok := store.As[store.RefMaker](st); ok {
+		return rm.NewRef
+	}
+	return store.NewRef
 }
 
 // Open opens the store and returns an Engine.
@@ -209,6 +217,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		m.store, m.ownsStore = s, true
 	}
+	m.refs = refsOf(cfg, m.store)
 	if m.compactor == nil {
 		s, err := newSummarizer(cfg.Summarizer, m.models)
 		if err != nil {

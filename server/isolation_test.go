@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -364,9 +365,10 @@ func mcpConnect(t *testing.T, base, key string) *mcp.ClientSession {
 	return cs
 }
 
-// TestRefsUnguessable: refs are random, not sequential: 96 bits from
-// crypto/rand, no structure between consecutive messages, and a ref one
-// step from a real one names nothing.
+// TestRefsUnguessable: refs look random, not sequential (SQLite's are
+// locators under a keyed permutation, docs/security.md): no structure
+// between consecutive messages, and a ref one step from a real one names
+// nothing.
 func TestRefsUnguessable(t *testing.T) {
 	r := startRig(t, rigOpts{backend: "sqlite"})
 	for i := 0; i < 40; i++ {
@@ -405,6 +407,20 @@ func TestRefsUnguessable(t *testing.T) {
 	// counter or a timestamp would differ in a handful.
 	if mean := float64(totalBits) / float64(pairs); mean < 40 || mean > 56 {
 		t.Errorf("consecutive refs differ in %.1f bits on average, want about 48", mean)
+	}
+	// The refs tested are the store's own (the engine takes them from it,
+	// store.RefMaker): kept by locator, none in the ref column.
+	db, err := sql.Open("sqlite", "file:"+r.sqlite+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var made, all int
+	if err := db.QueryRow(`SELECT count(loc), count(*) FROM events WHERE thread = 'refs' AND kind = 'message'`).Scan(&made, &all); err != nil {
+		t.Fatal(err)
+	}
+	if made != len(seen) || all != len(seen) {
+		t.Errorf("%d of %d messages have store-made refs, want all %d", made, all, len(seen))
 	}
 	last := evs[len(evs)-1].Ref
 	b, _ := hex.DecodeString(last[2:])

@@ -197,6 +197,15 @@ func NewRef() string {
 	return "m_" + hex.EncodeToString(b[:])
 }
 
+// RefMaker is a store that makes the refs of its messages itself: refs as
+// unguessable as NewRef's that it can also keep at less cost (SQLite: in
+// an index whose new entries go at its end, see store/sqlite/refs.go). The
+// engine takes new messages' refs from it. NewRef may be called from
+// several goroutines at once.
+type RefMaker interface {
+	NewRef() string
+}
+
 // HealthChecker is a store that can tell whether it can take writes now
 // (its file is in place, its database answers). The server's health check
 // and readiness use it.

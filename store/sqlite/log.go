@@ -30,7 +30,8 @@ type prepared struct {
 	ev    store.Event
 	msg   *message.Message
 	json  sql.NullString
-	plain string // the archive's index terms (fulltext.IndexBody)
+	loc   sql.NullInt64 // the ref's locator when it is one this store made (refs.go)
+	plain string        // the archive's index terms (fulltext.IndexBody)
 	data  sql.NullString
 	tool  sql.NullString // a tool result's tool (resolveTools)
 }
@@ -57,11 +58,22 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	// tells a stale index only until new ids pass it). Open does not wait:
 	// a restart's first window needs no append.
 	<-s.ixReady
+	// Refs first: taking one may reserve a block of locators (refs.go), a
+	// write this request must not be waited for through.
+	refs := make([]string, len(evs))
+	for i, ev := range evs {
+		if ev.Message != nil && ev.Ref == "" {
+			refs[i] = s.NewRef()
+		}
+	}
 	defer s.group.Expect()()
 	now := s.clock()
 	req := &appendReq{tenant: tenant, thread: thread, after: after, now: now, ps: make([]prepared, len(evs))}
 	for i, ev := range evs {
-		p, err := prepare(ev, after+int64(i)+1, now)
+		if refs[i] != "" {
+			ev.Ref = refs[i]
+		}
+		p, err := s.prepare(ev, after+int64(i)+1, now)
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", i, err)
 		}
@@ -107,8 +119,8 @@ type appendReq struct {
 // The statements a group runs, each prepared once on the writer (rawTx):
 // parsing SQL on every commit was a fifth of a lone writer's CPU.
 const (
-	insertEvent = `INSERT INTO events (id, tenant, thread, seq, kind, at, ref, role, tool, tokens, message, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertEvent = `INSERT INTO events (id, tenant, thread, seq, kind, at, ref, loc, loc_ref, role, tool, tokens, message, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertTerms  = `INSERT INTO events_terms (id, terms) VALUES (?, ?)`
 	insertThread = `INSERT INTO threads (tenant, id, created, updated, active, last_seq, messages, tokens)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
@@ -367,11 +379,17 @@ func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq, next *int64
 			role = sql.NullString{String: string(p.msg.Role), Valid: true}
 			tool = p.tool
 		}
+		// A ref this store made goes in loc_ref, with its locator; any
+		// other in ref (refs.go).
 		ref := sql.NullString{String: p.ev.Ref, Valid: p.ev.Ref != ""}
+		var locRef sql.NullString
+		if p.loc.Valid {
+			ref, locRef = sql.NullString{}, sql.NullString{String: p.ev.Ref, Valid: true}
+		}
 		id := *next
 		*next++
 		_, err := x.ExecContext(ctx, insertEvent, id, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
-			ref, role, tool, p.ev.Tokens, p.json, p.data)
+			ref, p.loc, locRef, role, tool, p.ev.Tokens, p.json, p.data)
 		if isUniqueViolation(err) {
 			return true, fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
 		}
@@ -406,7 +424,7 @@ func (x rawTx) lastSeq(ctx context.Context, tenant, thread string) (int64, error
 }
 
 // prepare validates an event and encodes it for insertion as seq.
-func prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
+func (s *Store) prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
 	if err := backend.CheckEvent(ev); err != nil {
 		return prepared{}, err
 	}
@@ -417,10 +435,12 @@ func prepare(ev store.Event, seq int64, now time.Time) (prepared, error) {
 		p.ev.At = now
 	}
 	p.ev.At = p.ev.At.UTC().Round(0)
-	if p.msg != nil {
-		if p.ev.Ref == "" {
-			p.ev.Ref = store.NewRef()
+	if p.ev.Ref != "" {
+		if loc, ok := s.opener.open(p.ev.Ref); ok {
+			p.loc = sql.NullInt64{Int64: int64(loc), Valid: true}
 		}
+	}
+	if p.msg != nil {
 		js, err := backend.EncodeMessage(p.msg)
 		if err != nil {
 			return prepared{}, err
@@ -471,7 +491,9 @@ func (s *Store) findCall(ctx context.Context, tenant, thread string, after int64
 	return backend.CallNameInRows(rows, callID)
 }
 
-const eventCols = `seq, kind, at, ref, tokens, message, data`
+// eventCols are an event's columns as scanEvent reads them: its ref is in
+// ref, or in loc_ref when this store made it (refs.go).
+const eventCols = `seq, kind, at, COALESCE(ref, loc_ref), tokens, message, data`
 
 func scanEvent(sc interface{ Scan(...any) error }, lead ...any) (store.Event, error) {
 	var (
@@ -692,9 +714,14 @@ func (s *Store) EventByRef(ctx context.Context, tenant, ref string) (string, sto
 	if ref == "" {
 		return "", store.Event{}, store.ErrNotFound
 	}
-	var thread string
-	row := s.queryRow(ctx, `SELECT thread, `+eventCols+` FROM events WHERE tenant = ? AND ref = ?`, tenant, ref)
-	ev, err := scanEvent(row, &thread)
+	var (
+		thread string
+		ev     store.Event
+	)
+	err := s.byRef(ref, func(where string, arg any) (err error) {
+		ev, err = scanEvent(s.queryRow(ctx, `SELECT thread, `+eventCols+` FROM events WHERE tenant = ? AND `+where, tenant, arg), &thread)
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", store.Event{}, store.ErrNotFound
 	}

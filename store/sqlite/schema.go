@@ -81,6 +81,12 @@ import (
 // seven segments a level instead of three without getting slower
 // (BenchmarkSearch, BenchmarkScopedSearch side by side).
 //
+// Migration 13 lets the store make refs it finds without a random index
+// entry (refs.go): a ref it made is a locator under a keyed permutation
+// (archive_state.refkey; locators reserved in blocks, archive_state.locs),
+// kept in loc (events_by_loc, with the tenant) and loc_ref, its ref column
+// NULL. Refs it did not make stay in ref. Rows written before keep theirs.
+//
 // Migration 12 moves the archive index into a file of its own beside the
 // log (archive.go), made at the next open and filled from events_terms:
 // the log keeps events_terms and, in archive_state (events_fts_mark
@@ -245,6 +251,14 @@ ALTER TABLE archive_state ADD COLUMN hw INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE archive_state ADD COLUMN key TEXT NOT NULL DEFAULT '';
 UPDATE archive_state SET hw = COALESCE((SELECT max(id) FROM events), 0), key = lower(hex(randomblob(16)));
 `,
+	13: `
+ALTER TABLE events ADD COLUMN loc INTEGER;
+ALTER TABLE events ADD COLUMN loc_ref TEXT;
+CREATE UNIQUE INDEX events_by_loc ON events (tenant, loc) WHERE loc IS NOT NULL;
+ALTER TABLE archive_state ADD COLUMN refkey TEXT NOT NULL DEFAULT '';
+ALTER TABLE archive_state ADD COLUMN locs INTEGER NOT NULL DEFAULT 0;
+UPDATE archive_state SET refkey = lower(hex(randomblob(16)));
+`,
 }
 
 // goMigrations are the steps of a migration done in Go, after its SQL, in
@@ -256,7 +270,7 @@ var goMigrations = map[int]func(context.Context, *sql.Tx) error{
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -74,6 +74,10 @@ type Store struct {
 	ck      *sql.DB            // the background checkpoints' connection (checkpoint.go); nil if read-only
 	ckRun   backend.Background // the background checkpoint under way
 	commits atomic.Int64       // commits since the last background checkpoint started
+	// The refs this store makes (refs.go): opener opens them; refs gives
+	// their locators, nil when read-only.
+	opener refCipher
+	refs   *refSource
 }
 
 var _ store.Store = (*Store)(nil)
@@ -129,6 +133,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if fi, err := os.Stat(path); err == nil { // not for special names such as :memory:
 		st.file = fi
 		st.readOnly = !writable(path)
+	}
+	if err := st.openRefs(ctx); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	if !st.readOnly {
 		if st.ck, err = openCheckpointer(path, dsn()); err != nil {
