@@ -264,3 +264,21 @@ func TestMigrateRefs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRefOpen: any text given as a ref (EventByRef's, an import's) opens
+// without a panic, and what opens is exactly the seal of its locator.
+func FuzzRefOpen(f *testing.F) {
+	c, err := newRefCipher([]byte("0123456789abcdef"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{c.seal(0), c.seal(12345), store.NewRef(), "m_", "", "m_" + strings.Repeat("0", 24), strings.ToUpper(c.seal(1)), "m_zz" + strings.Repeat("0", 22)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		loc, ok := c.open(ref)
+		if ok && c.seal(loc) != ref {
+			t.Fatalf("%q opens to %d, whose seal is %q", ref, loc, c.seal(loc))
+		}
+	})
+}
