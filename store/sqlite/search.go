@@ -323,7 +323,7 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 	if q.Thread != "" {
 		scope = `"` + threadToken(tenant, q.Thread) + `"`
 	}
-	match := "scope : " + scope + " AND body : (" + pq.Union(fulltext.FTS5Phrase, " OR ") + ")"
+	match := "scope : " + scope + " AND body : (" + pq.Union(ftsTerm, " OR ") + ")"
 
 	// The index's candidates (ids, in the index's file, read in a snapshot
 	// of their own: see archive.go for why any will do) and the mark up to
@@ -916,4 +916,20 @@ func termsHash(body []byte) uint64 {
 		h = (h ^ uint64(c)) * 1099511628211
 	}
 	return h
+}
+
+// ftsTerm spells a term for the index's MATCH: a phrase as all of its words
+// (the index keeps no positions, archive.go's indexVersion 2), which finds
+// every row holding the phrase and some that do not; the Tally counts the
+// phrase itself in each candidate's terms, and a candidate without any term
+// is no hit.
+func ftsTerm(t fulltext.SearchTerm) string {
+	if len(t.Tokens) == 1 {
+		return fulltext.FTS5Phrase(t)
+	}
+	parts := make([]string, len(t.Tokens))
+	for i, tok := range t.Tokens {
+		parts[i] = fulltext.FTS5Phrase(fulltext.SearchTerm{Tokens: []string{tok}})
+	}
+	return "(" + strings.Join(parts, " AND ") + ")"
 }

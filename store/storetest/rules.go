@@ -31,6 +31,7 @@ var rulesDocs = []string{
 	17: "code E 1234 and 0x 1f",
 	18: "INV 4401 and 4401 INV",
 	19: "Caroline said hi",
+	20: "Nicole kept becoming tired", // the phrase's words, not the phrase
 }
 
 // rulesAt is when every fixture message but the tenth was written.
@@ -73,7 +74,7 @@ func testSearchRules(t *testing.T, s store.Store) {
 		{"an abbreviation is a word", "U.S", 3, []int64{3}, nil},
 		{"a slashed word is words", "artists/bands", 4, []int64{4, 14}, nil},
 		{"a title in a question is words", `Did she like "Becoming Nicole"?`, 5, []int64{5, 15}, nil},
-		{"a quoted phrase alone is required", `"Becoming Nicole"`, 5, []int64{5}, []int64{15}},
+		{"a quoted phrase alone is required", `"Becoming Nicole"`, 5, []int64{5}, []int64{15, 20}},
 		{"a path is an identifier", "src/shop/checkout.go", 6, []int64{6}, []int64{16}},
 		{"a code is an identifier", "E1234", 6, []int64{6}, []int64{17}},
 		{"a hex number is an identifier", "0x1f", 6, []int64{6}, []int64{17}},
