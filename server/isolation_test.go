@@ -409,14 +409,14 @@ func TestRefsUnguessable(t *testing.T) {
 		t.Errorf("consecutive refs differ in %.1f bits on average, want about 48", mean)
 	}
 	// The refs tested are the store's own (the engine takes them from it,
-	// store.RefMaker): kept by locator, none in the ref column.
+	// store.RefMaker), kept in made_ref.
 	db, err := sql.Open("sqlite", "file:"+r.sqlite+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var made, all int
-	if err := db.QueryRow(`SELECT count(loc), count(*) FROM events WHERE thread = 'refs' AND kind = 'message'`).Scan(&made, &all); err != nil {
+	if err := db.QueryRow(`SELECT count(made_ref), count(*) FROM events WHERE thread = 'refs' AND kind = 'message'`).Scan(&made, &all); err != nil {
 		t.Fatal(err)
 	}
 	if made != len(seen) || all != len(seen) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/mnemehq/mneme/store"
@@ -31,6 +32,11 @@ func CheckEvent(ev store.Event) error {
 	}
 	if err := CheckText("ref", ev.Ref); err != nil {
 		return err
+	}
+	// No control characters: a ref is a name, and SQLite keeps the refs it
+	// makes under keys that begin with one (store/sqlite/refs.go).
+	if strings.ContainsFunc(ev.Ref, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return fmt.Errorf("%w: ref contains a control character", store.ErrInvalid)
 	}
 	if err := CheckJSONText("event data", ev.Data); err != nil {
 		return err

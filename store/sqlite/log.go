@@ -30,8 +30,9 @@ type prepared struct {
 	ev    store.Event
 	msg   *message.Message
 	json  sql.NullString
-	loc   sql.NullInt64 // the ref's locator when it is one this store made (refs.go)
-	plain string        // the archive's index terms (fulltext.IndexBody)
+	key   string // the ref's key in the ref column (refs.go)
+	made  bool   // the ref is one this store made: key is its locator's
+	plain string // the archive's index terms (fulltext.IndexBody)
 	data  sql.NullString
 	tool  sql.NullString // a tool result's tool (resolveTools)
 }
@@ -119,8 +120,8 @@ type appendReq struct {
 // The statements a group runs, each prepared once on the writer (rawTx):
 // parsing SQL on every commit was a fifth of a lone writer's CPU.
 const (
-	insertEvent = `INSERT INTO events (id, tenant, thread, seq, kind, at, ref, loc, loc_ref, role, tool, tokens, message, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertEvent = `INSERT INTO events (id, tenant, thread, seq, kind, at, ref, made_ref, role, tool, tokens, message, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertTerms  = `INSERT INTO events_terms (id, terms) VALUES (?, ?)`
 	insertThread = `INSERT INTO threads (tenant, id, created, updated, active, last_seq, messages, tokens)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
@@ -379,17 +380,17 @@ func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq, next *int64
 			role = sql.NullString{String: string(p.msg.Role), Valid: true}
 			tool = p.tool
 		}
-		// A ref this store made goes in loc_ref, with its locator; any
-		// other in ref (refs.go).
-		ref := sql.NullString{String: p.ev.Ref, Valid: p.ev.Ref != ""}
-		var locRef sql.NullString
-		if p.loc.Valid {
-			ref, locRef = sql.NullString{}, sql.NullString{String: p.ev.Ref, Valid: true}
+		// A ref this store made is kept by its locator's key, and in
+		// made_ref; any other as it is (refs.go).
+		ref := sql.NullString{String: p.key, Valid: p.key != ""}
+		var made sql.NullString
+		if p.made {
+			made = sql.NullString{String: p.ev.Ref, Valid: true}
 		}
 		id := *next
 		*next++
 		_, err := x.ExecContext(ctx, insertEvent, id, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
-			ref, p.loc, locRef, role, tool, p.ev.Tokens, p.json, p.data)
+			ref, made, role, tool, p.ev.Tokens, p.json, p.data)
 		if isUniqueViolation(err) {
 			return true, fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
 		}
@@ -435,11 +436,7 @@ func (s *Store) prepare(ev store.Event, seq int64, now time.Time) (prepared, err
 		p.ev.At = now
 	}
 	p.ev.At = p.ev.At.UTC().Round(0)
-	if p.ev.Ref != "" {
-		if loc, ok := s.opener.open(p.ev.Ref); ok {
-			p.loc = sql.NullInt64{Int64: int64(loc), Valid: true}
-		}
-	}
+	p.key, p.made = s.refKey(p.ev.Ref)
 	if p.msg != nil {
 		js, err := backend.EncodeMessage(p.msg)
 		if err != nil {
@@ -492,8 +489,8 @@ func (s *Store) findCall(ctx context.Context, tenant, thread string, after int64
 }
 
 // eventCols are an event's columns as scanEvent reads them: its ref is in
-// ref, or in loc_ref when this store made it (refs.go).
-const eventCols = `seq, kind, at, COALESCE(ref, loc_ref), tokens, message, data`
+// made_ref when this store made it, else in ref (refs.go).
+const eventCols = `seq, kind, at, COALESCE(made_ref, ref), tokens, message, data`
 
 func scanEvent(sc interface{ Scan(...any) error }, lead ...any) (store.Event, error) {
 	var (
@@ -718,8 +715,8 @@ func (s *Store) EventByRef(ctx context.Context, tenant, ref string) (string, sto
 		thread string
 		ev     store.Event
 	)
-	err := s.byRef(ref, func(where string, arg any) (err error) {
-		ev, err = scanEvent(s.queryRow(ctx, `SELECT thread, `+eventCols+` FROM events WHERE tenant = ? AND `+where, tenant, arg), &thread)
+	err := s.byRef(ref, func(key string) (err error) {
+		ev, err = scanEvent(s.queryRow(ctx, `SELECT thread, `+eventCols+` FROM events WHERE tenant = ? AND ref = ?`, tenant, key), &thread)
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {

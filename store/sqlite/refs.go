@@ -30,17 +30,18 @@ import (
 // hex after "m_" as store.NewRef's. Without the key a ref is as
 // unguessable as a random one: the permutation of the next locator is not
 // known from this one's, and a changed ref opens to a locator with four
-// zero bytes only once in 2^32. Its row keeps the locator in loc, indexed
-// with the tenant (events_by_loc: the locators of one process's messages
-// increase, so their entries go at the end of the index), and the ref in
-// loc_ref, which no index holds; its ref column is NULL (NULLs sort
-// together, by rowid: at the end too).
+// zero bytes only once in 2^32. Its row's ref column holds the locator's
+// key (locKey: a control character and the locator in 16 hex digits), so
+// that the index's new entries sort at its end (one process's locators
+// increase), and made_ref, which no index holds, the ref itself.
 //
 // A ref this store did not make (a caller's, another store's in an
-// import) is kept as before, in ref. Any ref that opens is a locator:
-// both unique indexes together keep refs unique per tenant. (A ref of
-// another kind opens only once in 2^32, and then stands for a locator
-// this store gives once in 2^64: never in practice.)
+// import) is kept as it is. No ref holds a control character
+// (backend.CheckEvent), so no ref is any locator's key: the one index
+// keeps refs of both kinds unique per tenant, and any ref that opens is
+// taken for a locator. (A ref of another kind opens only once in 2^32, and
+// then stands for a locator this store gives once in 2^64: never in
+// practice.)
 //
 // The key is in the log's file: whoever reads the file reads the messages
 // the refs name anyway.
@@ -202,15 +203,31 @@ func (s *Store) openRefs(ctx context.Context) error {
 	return nil
 }
 
-// byRef runs find with the condition, and its argument, that selects the
-// row of ref: by its locator when it is a ref this store made, else by its
-// ref column; and by the ref column when the locator finds no row (a ref
-// kept before migration 13 that happens to open: once in 2^32).
-func (s *Store) byRef(ref string, find func(where string, arg any) error) error {
+// refKey returns ref's key in the ref column, and whether ref is one this
+// store made: a made ref's key is its locator's (locKey), any other ref is
+// its own key.
+func (s *Store) refKey(ref string) (key string, made bool) {
 	if loc, ok := s.opener.open(ref); ok {
-		if err := find("loc = ?", int64(loc)); !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
+		return locKey(loc), true
 	}
-	return find("ref = ?", ref)
+	return ref, false
+}
+
+// locKey is the key of locator loc in the ref column: a control character
+// (which no ref holds, backend.CheckEvent) and 16 hex digits, so that keys
+// sort as their locators.
+func locKey(loc uint64) string {
+	return fmt.Sprintf("\x01%016x", loc)
+}
+
+// byRef runs find with the key in the ref column of the row of ref; when
+// ref is one this store made and its key finds no row, again with ref as it
+// is (a ref kept before migration 13 that happens to open: once in 2^32).
+func (s *Store) byRef(ref string, find func(key string) error) error {
+	key, made := s.refKey(ref)
+	err := find(key)
+	if made && errors.Is(err, sql.ErrNoRows) {
+		err = find(ref)
+	}
+	return err
 }

@@ -92,8 +92,8 @@ func TestRefCipher(t *testing.T) {
 }
 
 // TestStoreMadeRefs: refs the store makes (for events without one, and
-// through NewRef, as the engine takes them) are kept by locator, not in
-// the ref column; they are found by EventByRef, returned by Load and
+// through NewRef, as the engine takes them) are kept by their locator's
+// key in the ref column, the ref in made_ref; they are found by EventByRef, returned by Load and
 // Search, unique per tenant (a second use in the tenant fails as invalid,
 // another tenant may use it); refs made elsewhere are kept in the ref
 // column and found too.
@@ -121,17 +121,16 @@ func TestStoreMadeRefs(t *testing.T) {
 		t.Fatalf("refs %q %q %q", got[0].Ref, got[1].Ref, got[2].Ref)
 	}
 	for i, ev := range got {
-		var ref, locRef sql.NullString
-		var loc sql.NullInt64
-		if err := s.r.QueryRowContext(ctx, `SELECT ref, loc, loc_ref FROM events WHERE tenant = 'acme' AND thread = 't' AND seq = ?`, ev.Seq).Scan(&ref, &loc, &locRef); err != nil {
+		var ref, madeRef sql.NullString
+		if err := s.r.QueryRowContext(ctx, `SELECT ref, made_ref FROM events WHERE tenant = 'acme' AND thread = 't' AND seq = ?`, ev.Seq).Scan(&ref, &madeRef); err != nil {
 			t.Fatal(err)
 		}
-		_, opens := s.opener.open(ev.Ref)
+		loc, opens := s.opener.open(ev.Ref)
 		switch {
-		case i < 2 && (!opens || ref.Valid || !loc.Valid || locRef.String != ev.Ref):
-			t.Errorf("event %d (store-made ref %s): ref %v, loc %v, loc_ref %v", i, ev.Ref, ref, loc, locRef)
-		case i == 2 && (opens || ref.String != foreign || loc.Valid || locRef.Valid):
-			t.Errorf("event %d (foreign ref): ref %v, loc %v, loc_ref %v", i, ref, loc, locRef)
+		case i < 2 && (!opens || ref.String != locKey(loc) || madeRef.String != ev.Ref):
+			t.Errorf("event %d (store-made ref %s, locator %d): ref %q, made_ref %v", i, ev.Ref, loc, ref.String, madeRef)
+		case i == 2 && (opens || ref.String != foreign || madeRef.Valid):
+			t.Errorf("event %d (foreign ref): ref %v, made_ref %v", i, ref, madeRef)
 		}
 		thread, byRef, err := s.EventByRef(ctx, "acme", ev.Ref)
 		if err != nil || thread != "t" || byRef.Seq != ev.Seq || byRef.Ref != ev.Ref {

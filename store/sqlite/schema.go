@@ -81,11 +81,12 @@ import (
 // seven segments a level instead of three without getting slower
 // (BenchmarkSearch, BenchmarkScopedSearch side by side).
 //
-// Migration 13 lets the store make refs it finds without a random index
-// entry (refs.go): a ref it made is a locator under a keyed permutation
-// (archive_state.refkey; locators reserved in blocks, archive_state.locs),
-// kept in loc (events_by_loc, with the tenant) and loc_ref, its ref column
-// NULL. Refs it did not make stay in ref. Rows written before keep theirs.
+// Migration 13 lets the store make refs whose entries in the unique
+// (tenant, ref) index go at its end (refs.go): a ref it made is a locator
+// under a keyed permutation (archive_state.refkey; locators reserved in
+// blocks, archive_state.locs); its ref column holds the locator's key, its
+// made_ref column the ref. Refs it did not make stay in ref as they are.
+// Rows written before keep theirs.
 //
 // Migration 12 moves the archive index into a file of its own beside the
 // log (archive.go), made at the next open and filled from events_terms:
@@ -252,9 +253,7 @@ ALTER TABLE archive_state ADD COLUMN key TEXT NOT NULL DEFAULT '';
 UPDATE archive_state SET hw = COALESCE((SELECT max(id) FROM events), 0), key = lower(hex(randomblob(16)));
 `,
 	13: `
-ALTER TABLE events ADD COLUMN loc INTEGER;
-ALTER TABLE events ADD COLUMN loc_ref TEXT;
-CREATE UNIQUE INDEX events_by_loc ON events (tenant, loc) WHERE loc IS NOT NULL;
+ALTER TABLE events ADD COLUMN made_ref TEXT;
 ALTER TABLE archive_state ADD COLUMN refkey TEXT NOT NULL DEFAULT '';
 ALTER TABLE archive_state ADD COLUMN locs INTEGER NOT NULL DEFAULT 0;
 UPDATE archive_state SET refkey = lower(hex(randomblob(16)));

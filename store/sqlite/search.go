@@ -114,7 +114,7 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 	}{
 		{&ps.thread, `SELECT messages, tokens, created, (SELECT deletes FROM archive_state), last_seq
 			FROM threads WHERE tenant = ? AND id = ?`},
-		{&ps.since, `SELECT e.seq, e.id, COALESCE(e.ref, e.loc_ref, ''), t.terms FROM events e JOIN events_terms t ON t.id = e.id
+		{&ps.since, `SELECT e.seq, e.id, COALESCE(e.made_ref, e.ref, ''), t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? AND e.seq >= ? ORDER BY e.seq`},
 		// Messages' terms by id (the index's candidates of a thread, the
 		// cache's reads), in id order.
@@ -126,7 +126,7 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		{&ps.read, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? ORDER BY e.seq`},
 		{&ps.queue, queueQuery("")},
-		{&ps.texts, `SELECT id, tenant, thread, seq, COALESCE(ref, loc_ref), role, tool, at, message FROM events
+		{&ps.texts, `SELECT id, tenant, thread, seq, COALESCE(made_ref, ref), role, tool, at, message FROM events
 			WHERE id IN (SELECT value FROM json_each(?))`},
 	} {
 		stmt, err := db.PrepareContext(context.Background(), p.q) // shared: no caller's cancellation

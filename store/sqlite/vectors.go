@@ -75,9 +75,9 @@ func (s *Store) PutVectors(ctx context.Context, tenant string, vs []store.Vector
 				id     int64
 				thread string
 			)
-			err := s.byRef(v.Ref, func(where string, arg any) error {
-				return tx.QueryRowContext(ctx, `SELECT id, thread FROM events WHERE tenant = ? AND `+where+` AND kind = 'message'`,
-					tenant, arg).Scan(&id, &thread)
+			err := s.byRef(v.Ref, func(key string) error {
+				return tx.QueryRowContext(ctx, `SELECT id, thread FROM events WHERE tenant = ? AND ref = ? AND kind = 'message'`,
+					tenant, key).Scan(&id, &thread)
 			})
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
@@ -170,7 +170,7 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		args = append(args, postArgs...)
 	}
 	sqlText := `WITH knn AS (SELECT rowid, distance FROM ` + t + ` WHERE ` + strings.Join(knn, " AND ") + `)
-		SELECT e.thread, COALESCE(e.ref, e.loc_ref), e.seq, e.role, e.tool, e.at, knn.distance
+		SELECT e.thread, COALESCE(e.made_ref, e.ref), e.seq, e.role, e.tool, e.at, knn.distance
 		FROM knn JOIN events e ON e.id = knn.rowid
 		WHERE ` + where + ` ORDER BY knn.distance, e.id LIMIT ?`
 	args = append(args, limit)

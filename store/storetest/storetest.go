@@ -284,6 +284,9 @@ func testInvalid(t *testing.T, s store.Store) {
 		{"message event without message", "a", "t", []store.Event{{Kind: store.KindMessage}}},
 		{"bad role", "a", "t", []store.Event{msgEvent(message.NewText("wizard", "x"))}},
 		{"bad data", "a", "t", []store.Event{{Kind: store.KindNote, Data: json.RawMessage(`{nope`)}}},
+		{"control character in a ref", "a", "t", []store.Event{{Kind: store.KindMessage, Message: ok[0].Message, Ref: "m_\x01x"}}},
+		{"ref starting with a control character", "a", "t", []store.Event{{Kind: store.KindMessage, Message: ok[0].Message, Ref: "\x01" + strings.Repeat("0", 16)}}},
+		{"DEL in a ref", "a", "t", []store.Event{{Kind: store.KindMessage, Message: ok[0].Message, Ref: "a\x7fb"}}},
 	}
 	for _, c := range cases {
 		if _, err := s.Append(ctx, c.tenant, c.thread, 0, c.evs); !errors.Is(err, store.ErrInvalid) {
