@@ -266,9 +266,10 @@ func TestRetention(t *testing.T) {
 			// Sweeping threads idle for maxAge: the old threads become
 			// that old once the sweeper runs (their age grows, maxAge does
 			// not). The fresh one is kept active while the sweeper runs, a
-			// user message every 50 ms, far less than maxAge (the time its
-			// ten requests took), however slow the machine is.
-			maxAge := time.Since(idle)
+			// user message every 50 ms, far less than maxAge: the time its
+			// ten requests took, however slow the machine is, and at least
+			// 250 ms, however fast (they once took 47).
+			maxAge := max(time.Since(idle), 250*time.Millisecond)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- r.m.RunRetention(ctx, maxAge, 50*time.Millisecond) }()
