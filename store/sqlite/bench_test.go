@@ -2,10 +2,13 @@ package sqlite_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mnemehq/mneme/message"
@@ -164,5 +167,80 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 		s.Close()
+	}
+}
+
+// BenchmarkWALFrames counts the WAL frames (pages written, each with its
+// checksum and two system calls) that durable appends of the synthetic
+// messages write: per commit for a lone writer, per message for 32 threads
+// appending at once (as BenchmarkDurableAppend/sqlite/32 forms groups).
+// Unlike the rates, the counts do not move with the machine's load: what a
+// schema change does to the writer's work, measured exactly. The counts
+// come from the WAL index's header (mxFrame); a round in which the WAL
+// started over is left out.
+//
+//	go test -run '^$' -bench WALFrames -benchtime 20x ./store/sqlite/
+func BenchmarkWALFrames(b *testing.B) {
+	ctx := context.Background()
+	evs := synthetic(1000)
+	path := filepath.Join(b.TempDir(), "frames.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	mxFrame := func() uint32 {
+		h, err := os.ReadFile(path + "-shm")
+		if err != nil || len(h) < 20 {
+			b.Fatalf("the WAL index: %v", err)
+		}
+		return binary.LittleEndian.Uint32(h[16:])
+	}
+	const threads = 32
+	last := make([]int64, threads)
+	appendTo := func(th int) {
+		if _, err := s.Append(ctx, "acme", fmt.Sprint("t", th), last[th], evs[int(last[th])%len(evs):][:1]); err != nil {
+			b.Error(err)
+		}
+		last[th]++
+	}
+	for range 100 { // threads with a history: their index leaves are full-grown
+		for th := range threads {
+			appendTo(th)
+		}
+	}
+	var lone, loneCommits, group, groupMsgs, groups uint32
+	for b.Loop() {
+		f0, g0 := mxFrame(), s.GroupStats()
+		for range 10 {
+			appendTo(0)
+		}
+		f1, g1 := mxFrame(), s.GroupStats()
+		if f1 > f0 {
+			lone += f1 - f0
+			loneCommits += uint32(g1.Groups - g0.Groups)
+		}
+		var wg sync.WaitGroup
+		for th := range threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				appendTo(th)
+			}()
+		}
+		wg.Wait()
+		f2, g2 := mxFrame(), s.GroupStats()
+		if f2 > f1 {
+			group += f2 - f1
+			groupMsgs += uint32(g2.Requests - g1.Requests)
+			groups += uint32(g2.Groups - g1.Groups)
+		}
+	}
+	if loneCommits > 0 {
+		b.ReportMetric(float64(lone)/float64(loneCommits), "frames/lone-commit")
+	}
+	if groupMsgs > 0 {
+		b.ReportMetric(float64(group)/float64(groupMsgs), "frames/msg@32")
+		b.ReportMetric(float64(groupMsgs)/float64(groups), "msgs/commit@32")
 	}
 }
