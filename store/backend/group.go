@@ -210,7 +210,10 @@ func (g *GroupCommit[R]) release() {
 }
 
 // serveStream commits one group with the slot its caller holds, handing
-// commit its requests as they come (Stream), then passes the slot on.
+// commit its requests as they come (Stream), then passes the slot on. Do
+// keeps serve and gather: expressed through this (the whole group taken,
+// then committed), PostgreSQL's two leaders formed groups of 15 to 19
+// appends instead of 31 and lost a tenth of their rate, measured.
 func (g *GroupCommit[R]) serveStream(commit func(take func() []R)) {
 	if g.joined.L == nil {
 		g.mu.Lock()

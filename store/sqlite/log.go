@@ -61,9 +61,12 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	<-s.ixReady
 	// Refs first: taking one may reserve a block of locators (refs.go), a
 	// write this request must not be waited for through.
-	refs := make([]string, len(evs))
+	var refs []string // none when every message has one (the engine's)
 	for i, ev := range evs {
 		if ev.Message != nil && ev.Ref == "" {
+			if refs == nil {
+				refs = make([]string, len(evs))
+			}
 			refs[i] = s.NewRef()
 		}
 	}
@@ -71,7 +74,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	now := s.clock()
 	req := &appendReq{tenant: tenant, thread: thread, after: after, now: now, ps: make([]prepared, len(evs))}
 	for i, ev := range evs {
-		if refs[i] != "" {
+		if refs != nil && refs[i] != "" {
 			ev.Ref = refs[i]
 		}
 		p, err := s.prepare(ev, after+int64(i)+1, now)

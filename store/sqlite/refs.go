@@ -133,7 +133,6 @@ func (c refCipher) open(ref string) (uint64, bool) {
 
 // refSource gives locators from blocks reserved in the log.
 type refSource struct {
-	c       refCipher
 	mu      sync.Mutex
 	next    uint64 // the next locator to give
 	end     uint64 // past the block's last
@@ -152,7 +151,7 @@ func (s *Store) NewRef() string {
 	if !ok {
 		return store.NewRef()
 	}
-	return s.refs.c.seal(loc)
+	return s.opener.seal(loc)
 }
 
 var _ store.RefMaker = (*Store)(nil)
@@ -192,7 +191,7 @@ func (s *Store) openRefs(ctx context.Context) error {
 	if s.readOnly {
 		return nil
 	}
-	s.refs = &refSource{c: c, reserve: func(n uint64) (uint64, error) {
+	s.refs = &refSource{reserve: func(n uint64) (uint64, error) {
 		// Durable before any of the block is given: a locator given and
 		// then given again after a crash would name two messages.
 		var end int64

@@ -74,8 +74,8 @@ type Store struct {
 	ck      *sql.DB            // the background checkpoints' connection (checkpoint.go); nil if read-only
 	ckRun   backend.Background // the background checkpoint under way
 	commits atomic.Int64       // commits since the last background checkpoint started
-	// The refs this store makes (refs.go): opener opens them; refs gives
-	// their locators, nil when read-only.
+	// The refs this store makes (refs.go): opener seals and opens them;
+	// refs gives their locators, nil when read-only.
 	opener refCipher
 	refs   *refSource
 }
