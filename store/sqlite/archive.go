@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	sqlitedrv "modernc.org/sqlite"
 )
 
 // The archive index (FTS5) lives in a file of its own beside the log, the
@@ -125,35 +128,47 @@ func openIndex(ctx context.Context, path string, logKey string, logHigh func() (
 		x.r = r
 		return x, nil
 	}
-	w, err := sql.Open("sqlite", x.path+"?"+dsn("journal_mode(WAL)").Encode())
+	wdsn := x.path + "?" + dsn("journal_mode(WAL)").Encode()
+	// The file made this log's first, on a connection without the log
+	// attached: its IMMEDIATE transaction (prepare) would lock every
+	// attached file, the log too.
+	plain, err := sql.Open("sqlite", wdsn)
 	if err != nil {
 		return nil, err
 	}
+	plain.SetMaxOpenConns(1)
+	err = x.prepare(ctx, plain, logKey, logHigh)
+	plain.Close()
+	if err != nil {
+		return nil, err
+	}
+	// Then the writer, with the log attached read-only to each of its
+	// connections (logAttached): the index reads its rows in SQL. Its
+	// transactions are DEFERRED, each taking the index's lock by a first
+	// write (begin), for the same reason.
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := sqlitedrv.NewConnector(wdsn)
+	if err != nil {
+		return nil, err
+	}
+	// A URI (file:///C:/... on Windows), for its mode.
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	w := sql.OpenDB(logAttached{Connector: c, log: (&url.URL{Scheme: "file", Path: p, RawQuery: "mode=ro"}).String()})
 	w.SetMaxOpenConns(1) // the one connection, with the log attached
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	x.w = w
-	// Then the log, read-only, on the index's writer: the index reads its
-	// rows in SQL. The writer's transactions are DEFERRED, each taking the
-	// index's lock by a first write (begin): an IMMEDIATE one would lock
-	// every attached file, the log too.
-	err = x.prepare(ctx, logKey, logHigh)
-	if err == nil {
-		var abs string
-		if abs, err = filepath.Abs(path); err == nil {
-			// A URI (file:///C:/... on Windows), for its mode.
-			p := filepath.ToSlash(abs)
-			if !strings.HasPrefix(p, "/") {
-				p = "/" + p
-			}
-			_, err = w.ExecContext(ctx, `ATTACH DATABASE ? AS log`, (&url.URL{Scheme: "file", Path: p, RawQuery: "mode=ro"}).String())
-		}
-	}
-	if err != nil {
+	if err := w.PingContext(ctx); err != nil {
 		w.Close()
 		return nil, err
 	}
+	x.w = w
 	r, err := sql.Open("sqlite", x.path+"?"+dsn("query_only(1)").Encode())
 	if err != nil {
 		w.Close()
@@ -195,19 +210,45 @@ func (x *archiveIndex) valid(ctx context.Context, db interface {
 	return upto <= high, nil
 }
 
-// prepare makes the index file this log's, at this build's version, and
-// finishes the deletes a crash interrupted (see above).
-func (x *archiveIndex) prepare(ctx context.Context, logKey string, logHigh func() (int64, error)) error {
+// logAttached opens the index writer's connections, each with the log
+// attached read-only as "log" (at URI log). database/sql replaces a
+// connection it drops (one whose statement a caller's context interrupted):
+// attached once, the log went with it, and every later move failed.
+type logAttached struct {
+	driver.Connector
+	log string
+}
+
+func (a logAttached) Connect(ctx context.Context) (driver.Conn, error) {
+	c, err := a.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ex, ok := c.(driver.ExecerContext)
+	if !ok {
+		c.Close()
+		return nil, errors.New("sqlite: index: the driver's connection cannot execute")
+	}
+	if _, err := ex.ExecContext(ctx, `ATTACH DATABASE ? AS log`, []driver.NamedValue{{Ordinal: 1, Value: a.log}}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// prepare makes the index file this log's, at this build's version, on db
+// (a connection of the file without the log attached).
+func (x *archiveIndex) prepare(ctx context.Context, db *sql.DB, logKey string, logHigh func() (int64, error)) error {
 	// Every open but the first finds it so, with a read: no write, no
 	// fsync on the way to a restarted thread's first window. A read that
 	// fails (another process making the file) asks under the lock.
-	if ok, err := x.valid(ctx, x.w, logKey, logHigh); err == nil && ok {
+	if ok, err := x.valid(ctx, db, logKey, logHigh); err == nil && ok {
 		return nil
 	}
-	// Under the file's lock from BEGIN IMMEDIATE (nothing is attached
-	// yet), so that what it reads is the latest: two processes opening a
-	// new file take turns, and the second finds the first's index.
-	conn, err := x.w.Conn(ctx)
+	// Under the file's lock from BEGIN IMMEDIATE, so that what it reads
+	// is the latest: two processes opening a new file take turns, and the
+	// second finds the first's index.
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}

@@ -314,3 +314,34 @@ func TestIndexOddPath(t *testing.T) {
 		t.Errorf("%d hits, want 2", n)
 	}
 }
+
+// TestIndexWriterConnectionReplaced: the index's writer reads the log, which
+// is attached to its connection; when database/sql replaces that connection
+// (it drops one whose statement was interrupted, as a caller's context
+// ending during a move or a delete interrupts it), the new one has the log
+// attached too, and the queue still moves.
+func TestIndexWriterConnectionReplaced(t *testing.T) {
+	ctx := context.Background()
+	s := openWithPath(t, useIndex)
+	m := message.NewText(message.User, "a queued message about refunds")
+	if _, err := s.Append(ctx, "acme", "t", 0, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+		t.Fatal(err)
+	}
+	x := s.mustIndex(t)
+	x.mu.Lock()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	var n int64
+	err := x.w.QueryRowContext(cctx, `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT count(*) FROM c`).Scan(&n)
+	cancel()
+	x.mu.Unlock()
+	if err == nil {
+		t.Fatal("the endless statement ended without an interrupt")
+	}
+	if err := s.catchUpIndex(ctx); err != nil {
+		t.Fatalf("moving the queue on a new connection: %v", err)
+	}
+	hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: "refunds"})
+	if err != nil || len(hits) != 1 {
+		t.Fatalf("tenant search after the move: %+v, %v", hits, err)
+	}
+}
