@@ -1,4 +1,4 @@
 package sqlite
 
 // IndexBatch is indexBatch, for the tests of the archive index's queue.
-const IndexBatch = indexBatch
+var IndexBatch = indexBatch

@@ -112,7 +112,7 @@ func TestGroupsEmptyTheQueue(t *testing.T) {
 	// goes on committing.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		q := queued(t, path)
-		if q < sqlite.IndexBatch {
+		if int64(q) < sqlite.IndexBatch {
 			break
 		}
 		if time.Now().After(deadline) {

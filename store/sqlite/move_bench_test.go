@@ -1,0 +1,84 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/storetest"
+)
+
+// BenchmarkIndexMove measures the archive index's writer alone, by the
+// process's CPU per message moved (move-cpu-µs/msg): messages of 30 to 80
+// words from 32 threads are appended with no move under way (untimed), and
+// each batch of them is then moved into the index as the store moves its
+// queue (catchUpIndex). Batches of indexBatch are what the store moves; four
+// times that runs beside it as the baseline of a larger batch. b.N is the
+// number of messages.
+//
+// With 32 threads appending, the moves took about a quarter of
+// BenchmarkDurableAppend's rate (store/postgres) when this was written: the
+// moves are the part of an append's work done off the writer, in the
+// background, and this measures it without the appends' noise.
+func BenchmarkIndexMove(b *testing.B) {
+	for _, batch := range []int64{indexBatch, 4 * indexBatch} {
+		b.Run(fmt.Sprint(batch), func(b *testing.B) {
+			defer func(n int64) { indexBatch = n }(indexBatch)
+			indexBatch = 1 << 40 // no move but the benchmark's
+			ctx := context.Background()
+			s, err := Open(ctx, filepath.Join(b.TempDir(), "move.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			texts := moveTexts(4096)
+			const threads = 32
+			last := make([]int64, threads)
+			var cpu time.Duration
+			for i := 0; i < b.N; {
+				n := min(int(batch), b.N-i)
+				for j := range n {
+					th := (i + j) % threads
+					m := message.NewText(message.User, texts[(i+j)%len(texts)])
+					if _, err := s.Append(ctx, "acme", fmt.Sprint("t", th), last[th], []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+						b.Fatal(err)
+					}
+					last[th]++
+				}
+				i += n
+				c0 := storetest.CPUTime()
+				if err := s.catchUpIndex(ctx); err != nil {
+					b.Fatal(err)
+				}
+				cpu += storetest.CPUTime() - c0
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "move-cpu-µs/msg")
+		})
+	}
+}
+
+// moveTexts returns n deterministic texts of 30 to 80 words from a
+// 2,000-word vocabulary, low ranks the most frequent.
+func moveTexts(n int) []string {
+	out := make([]string, n)
+	x := uint64(88172645463325252) // xorshift64
+	next := func() uint64 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return x
+	}
+	for i := range out {
+		var sb strings.Builder
+		for range 30 + next()%50 {
+			fmt.Fprintf(&sb, "w%xo ", next()%2000*(next()%2000)/2000)
+		}
+		out[i] = sb.String()
+	}
+	return out
+}
