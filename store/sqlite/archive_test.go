@@ -345,3 +345,77 @@ func TestIndexWriterConnectionReplaced(t *testing.T) {
 		t.Fatalf("tenant search after the move: %+v, %v", hits, err)
 	}
 }
+
+// TestThreadSearchReadsItsOwnQueue: a thread's search through the index
+// reads the thread's own queued messages beside it, however many other
+// threads have queued, and moves the queue into the index first only when
+// the thread itself has more than readQueued queued.
+func TestThreadSearchReadsItsOwnQueue(t *testing.T) {
+	defer func(n int64) { indexBatch = n }(indexBatch)
+	indexBatch = 1 << 40 // no move but the searches'
+	ctx := context.Background()
+	s := openWithPath(t, useIndex)
+	add := func(thread, text string) {
+		t.Helper()
+		last, err := s.LastSeq(ctx, "acme", thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := message.NewText(message.User, text)
+		if _, err := s.Append(ctx, "acme", thread, last, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	find := func(thread, text string) []int64 {
+		t.Helper()
+		hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: text, Thread: thread})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []int64
+		for _, h := range hits {
+			seqs = append(seqs, h.Seq)
+		}
+		return seqs
+	}
+	x, err := s.index()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		add("big", fmt.Sprintf("indexed note %d about the warehouse", i))
+	}
+	if err := s.catchUpIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mark := x.mark(ctx)
+	// Five of the thread's own, and 300 of other threads', queued.
+	for i := range 5 {
+		add("big", fmt.Sprintf("queued note %d about the lighthouse", i))
+	}
+	for i := range 300 {
+		add(fmt.Sprint("other", i%7), fmt.Sprintf("other note %d about the lighthouse", i))
+	}
+	if got := find("big", "lighthouse"); len(got) != 5 || got[0] < 21 {
+		t.Errorf("the thread's queued messages found at seqs %v, want its five past 20", got)
+	}
+	if got := find("big", "warehouse"); len(got) != 10 {
+		t.Errorf("the thread's indexed messages: %d hits, want 10 (the limit)", len(got))
+	}
+	if m := x.mark(ctx); m != mark {
+		t.Errorf("the index's mark moved from %d to %d: the search moved the queue, other threads' messages counted as the thread's", mark, m)
+	}
+	// More of its own than readQueued: the queue is moved first.
+	for i := range readQueued + 1 {
+		add("big", fmt.Sprintf("later note %d about the harbour", i))
+	}
+	if got := find("big", "harbour"); len(got) != 10 {
+		t.Errorf("the thread's newly queued messages: %d hits, want 10 (the limit)", len(got))
+	}
+	if m := x.mark(ctx); m <= mark {
+		t.Errorf("the index's mark stayed at %d with %d of the thread's messages queued", m, readQueued+1)
+	}
+	if got := find("big", "lighthouse"); len(got) != 5 {
+		t.Errorf("after the move, %d lighthouse hits in the thread, want 5", len(got))
+	}
+}

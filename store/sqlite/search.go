@@ -95,7 +95,7 @@ func (s *Store) threadPath(n, tokens int64) searchPath {
 type searchStmts struct {
 	mu                          sync.Mutex
 	thread, queued, read, texts *sql.Stmt
-	queue                       *sql.Stmt // a thread's queued messages (useIndex)
+	queue, atMark               *sql.Stmt // a thread's queued messages, and its last seq the index holds (useIndex)
 	since, terms                *sql.Stmt // the cached path's reads; terms the index's candidates' too
 	cache                       postingsCache
 }
@@ -126,6 +126,13 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		{&ps.read, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.tenant = ? AND e.thread = ? ORDER BY e.seq`},
 		{&ps.queue, queueQuery("")},
+		// The thread's last seq at or below the index's mark: its events
+		// past it are its queued messages (ids grow with seqs in a
+		// thread). Walked back from the thread's end on its (tenant,
+		// thread, seq) index, which holds each event's id (the unary +
+		// keeps SQLite from walking the ids instead).
+		{&ps.atMark, `SELECT COALESCE((SELECT seq FROM events WHERE tenant = ? AND thread = ? AND +id <= ?
+			ORDER BY seq DESC LIMIT 1), 0)`},
 		{&ps.texts, `SELECT id, tenant, thread, seq, COALESCE(made_ref, ref), role, tool, at, message FROM events
 			WHERE id IN (SELECT value FROM json_each(?))`},
 	} {
@@ -136,7 +143,7 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 		*p.to = stmt
 	}
 	st.thread, st.queued, st.read, st.texts = ps.thread, ps.queued, ps.read, ps.texts
-	st.since, st.terms, st.queue = ps.since, ps.terms, ps.queue
+	st.since, st.terms, st.queue, st.atMark = ps.since, ps.terms, ps.queue, ps.atMark
 	return st, nil
 }
 
@@ -152,7 +159,8 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 // Only the index lags behind the log (its queue, log.go). A thread's
 // search that uses it also reads the thread's queued messages, in the same
 // snapshot, so that it sees every acknowledged message without writing,
-// while the queue is short (readQueued): moving the queue into the index
+// while the thread has few queued (readQueued; other threads' queued
+// messages, however many, are not read): moving the queue into the index
 // first put a commit, an fsync and a small FTS5 segment (merged again
 // later) on every auto-recall of a large thread, once per proxied request.
 // A longer queue (a new thread's whole history, which the search would
@@ -208,9 +216,11 @@ func (s *Store) moveAhead() {
 	}
 }
 
-// readQueued is the longest queue (in the ids it spans) a thread's search
-// reads beside the index rather than move into it: reading a queued
-// message costs every search about what indexing it costs once.
+// readQueued is the most of its own queued messages a thread's search
+// reads beside the index rather than move the queue into it: reading a
+// queued message costs every search about what indexing it costs once.
+// Other threads' queued messages do not count (queueQuery does not read
+// them).
 const readQueued = 64
 
 // errIndexQueued: the search needs the index, and more messages wait in
@@ -308,7 +318,7 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 		}
 	}
 	if tally == nil {
-		tally, ids, err = s.readCandidates(ctx, stmts, tx, tenant, q, pq, path, filtered, maxQueued, where, args)
+		tally, ids, err = s.readCandidates(ctx, stmts, tx, tenant, q, pq, path, filtered, maxQueued, lastSeq, where, args)
 		if err != nil {
 			return nil, err
 		}
@@ -318,7 +328,11 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 
 // readCandidates finds the candidates of a search by the index (useIndex)
 // or by reading the thread (readThread), and counts their terms.
-func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, path searchPath, filtered bool, maxQueued int64, where []string, args []any) (*fulltext.Tally, []int64, error) {
+//
+// A thread's search counts the thread's own queued messages against
+// maxQueued (its last seq, lastSeq, past the last the index holds); a
+// tenant's, the ids the whole queue spans.
+func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, path searchPath, filtered bool, maxQueued, lastSeq int64, where []string, args []any) (*fulltext.Tally, []int64, error) {
 	scope := `"` + tenantToken(tenant) + `"`
 	if q.Thread != "" {
 		scope = `"` + threadToken(tenant, q.Thread) + `"`
@@ -329,8 +343,9 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 	// of their own: see archive.go for why any will do) and the mark up to
 	// which it holds the log's rows.
 	var (
-		found []byte // the index's ids as a JSON array
-		mark  int64
+		found  []byte // the index's ids as a JSON array
+		mark   int64
+		atMark int64 // a thread's last seq the index holds
 	)
 	if path == useIndex {
 		x, err := s.index()
@@ -338,6 +353,15 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 			return nil, nil, err
 		}
 		found, mark, err = x.match(ctx, match, func(mark int64) error {
+			if q.Thread != "" {
+				if err := tx.StmtContext(ctx, stmts.atMark).QueryRowContext(ctx, tenant, q.Thread, mark).Scan(&atMark); err != nil {
+					return err
+				}
+				if maxQueued >= 0 && lastSeq-atMark > maxQueued {
+					return errIndexQueued
+				}
+				return nil
+			}
 			if maxQueued < 0 {
 				return nil
 			}
@@ -390,11 +414,11 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 	ids, err := addCandidates(tally, nil, rows, err)
 	if err == nil && path == useIndex && q.Thread != "" {
 		// The thread's queued messages, not yet in the index: all of
-		// them come after the indexed ones, in id (so seq) order.
+		// them come after the indexed ones, in seq (so id) order.
 		if filtered {
-			rows, err = tx.QueryContext(ctx, queueQuery(" AND "+strings.Join(where[2:], " AND ")), append([]any{mark}, args...)...)
+			rows, err = tx.QueryContext(ctx, queueQuery(" AND "+strings.Join(where[2:], " AND ")), append([]any{tenant, q.Thread, atMark, mark}, args[2:]...)...)
 		} else {
-			rows, err = tx.StmtContext(ctx, stmts.queue).QueryContext(ctx, mark, tenant, q.Thread)
+			rows, err = tx.StmtContext(ctx, stmts.queue).QueryContext(ctx, tenant, q.Thread, atMark, mark)
 		}
 		ids, err = addCandidates(tally, ids, rows, err)
 	}
@@ -404,15 +428,16 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 	return tally, ids, nil
 }
 
-// queueQuery reads a thread's queued messages (the events_terms rows past
-// the index's mark, the first argument, log.go) that meet extra, in id
-// order. The rowid range drives it: the unary + keeps SQLite from walking
-// the thread's every event by its (tenant, thread, seq) index for the few
-// queued ones.
+// queueQuery reads a thread's queued messages that meet extra, in seq
+// order: its events past its last seq the index holds (atMark), whose ids
+// are past the index's mark (log.go). Its arguments: tenant, thread, the
+// seq and the mark. The thread's (tenant, thread, seq) index drives it, so
+// that it reads the thread's queued messages only, however long the queue
+// of every other thread is.
 func queueQuery(extra string) string {
-	return `SELECT t.id, t.terms FROM events_terms t JOIN events e ON e.id = t.id
-		WHERE t.id > ? AND +e.tenant = ? AND +e.thread = ?` + extra + `
-		ORDER BY t.id`
+	return `SELECT t.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
+		WHERE e.tenant = ? AND e.thread = ? AND e.seq > ? AND e.id > ?` + extra + `
+		ORDER BY e.seq`
 }
 
 // addCandidates counts the terms of rows' documents (id, terms) in tally
