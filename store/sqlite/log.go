@@ -217,8 +217,8 @@ func (s *Store) commitGroup(take func() []*appendReq) {
 // index's writer moves them into the archive index (a variable for the
 // benchmarks, which measure the moves alone). FTS5 writes a batch as one
 // segment, a header and a doclist for each of its terms, which later
-// merges rewrite: four times larger batches took about a quarter less CPU
-// a message (BenchmarkIndexMove), but no more appends went through with 32
+// merges rewrite: four times larger batches took a sixth to a quarter less
+// CPU a message (BenchmarkIndexMove), but no more appends went through with 32
 // threads appending (BenchmarkDurableAppend, 40,000 messages, alternated),
 // and a tenant's search, which moves the queue first, would wait for up to
 // four times as many.

@@ -4,18 +4,15 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/mnemehq/mneme/message"
-	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/storetest"
 )
 
 // BenchmarkIndexMove measures the archive index's writer alone, by the
-// process's CPU per message moved (move-cpu-µs/msg): messages of 30 to 80
-// words from 32 threads are appended with no move under way (untimed), and
+// process's CPU per message moved (move-cpu-µs/msg): synthetic messages
+// (30 to 80 words) from 32 threads are appended with no move under way (untimed), and
 // each batch of them is then moved into the index as the store moves its
 // queue (catchUpIndex). Batches of indexBatch are what the store moves;
 // four times that runs beside it. b.N is the number of messages.
@@ -37,7 +34,7 @@ func BenchmarkIndexMove(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			texts := moveTexts(4096)
+			evs := synthetic(4096)
 			const threads = 32
 			last := make([]int64, threads)
 			var cpu time.Duration
@@ -45,8 +42,7 @@ func BenchmarkIndexMove(b *testing.B) {
 				n := min(int(batch), b.N-i)
 				for j := range n {
 					th := (i + j) % threads
-					m := message.NewText(message.User, texts[(i+j)%len(texts)])
-					if _, err := s.Append(ctx, "acme", fmt.Sprint("t", th), last[th], []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+					if _, err := s.Append(ctx, "acme", fmt.Sprint("t", th), last[th], evs[(i+j)%len(evs):][:1]); err != nil {
 						b.Fatal(err)
 					}
 					last[th]++
@@ -62,25 +58,4 @@ func BenchmarkIndexMove(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "move-cpu-µs/msg")
 		})
 	}
-}
-
-// moveTexts returns n deterministic texts of 30 to 80 words from a
-// 2,000-word vocabulary, low ranks the most frequent.
-func moveTexts(n int) []string {
-	out := make([]string, n)
-	x := uint64(88172645463325252) // xorshift64
-	next := func() uint64 {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		return x
-	}
-	for i := range out {
-		var sb strings.Builder
-		for range 30 + next()%50 {
-			fmt.Fprintf(&sb, "w%xo ", next()%2000*(next()%2000)/2000)
-		}
-		out[i] = sb.String()
-	}
-	return out
 }

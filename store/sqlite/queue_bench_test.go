@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
+	"github.com/mnemehq/mneme/store/storetest"
 )
 
 // BenchmarkSearchBesideWrites: a search of a large thread (through the
@@ -37,15 +36,11 @@ func BenchmarkSearchBesideWrites(b *testing.B) {
 			}
 			defer s.Close()
 			s.searchPath = useIndex
-			texts := moveTexts(4096)
+			evs := synthetic(4096)
 			last := map[string]int64{}
 			add := func(thread string, n int) {
-				evs := make([]store.Event, n)
-				for i := range evs {
-					m := message.NewText(message.User, texts[(int(last[thread])+i)%len(texts)])
-					evs[i] = store.Event{Kind: store.KindMessage, Message: &m}
-				}
-				if _, err := s.Append(ctx, "acme", thread, last[thread], evs); err != nil {
+				from := int(last[thread]) % (len(evs) - n)
+				if _, err := s.Append(ctx, "acme", thread, last[thread], evs[from:from+n]); err != nil {
 					b.Fatal(err)
 				}
 				last[thread] += int64(n)
@@ -66,13 +61,13 @@ func BenchmarkSearchBesideWrites(b *testing.B) {
 				}
 				b.StartTimer()
 				start := time.Now()
-				if _, err := s.Search(ctx, "acme", store.SearchQuery{Text: "w500o", Thread: "big", Limit: 10}); err != nil {
+				if _, err := s.Search(ctx, "acme", store.SearchQuery{Text: word(1280), Thread: "big", Limit: 10}); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(start))
 			}
 			b.StopTimer()
-			p50, p99 := pct(lat, 0.5), pct(lat, 0.99)
+			p50, p99 := us(storetest.Percentile(lat, 50)), us(storetest.Percentile(lat, 99))
 			b.ReportMetric(p50, "p50-µs")
 			b.ReportMetric(p99, "p99-µs")
 			if others == 0 {
@@ -85,11 +80,4 @@ func BenchmarkSearchBesideWrites(b *testing.B) {
 	}
 }
 
-func pct(ds []time.Duration, p float64) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds())
-}
+func us(d time.Duration) float64 { return float64(d.Microseconds()) }

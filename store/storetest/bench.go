@@ -117,10 +117,10 @@ func BenchmarkScopedSearch(b *testing.B, be ScopedSearchBackend) {
 			if server != nil {
 				b.ReportMetric(ms(server())/float64(len(cpu)), "server-cpu-ms/op")
 			}
-			p95, p95CPU := percentile(lat, 95), percentile(cpu, 95)
-			b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
+			p95, p95CPU := Percentile(lat, 95), Percentile(cpu, 95)
+			b.ReportMetric(ms(Percentile(lat, 50)), "p50-ms")
 			b.ReportMetric(ms(p95), "p95-ms")
-			b.ReportMetric(ms(percentile(cpu, 50)), "p50-cpu-ms")
+			b.ReportMetric(ms(Percentile(cpu, 50)), "p50-cpu-ms")
 			b.ReportMetric(ms(p95CPU), "p95-cpu-ms")
 			b.ReportMetric(ms(cpuTotal)/float64(len(cpu)), "cpu-ms/op")
 			b.ReportMetric(float64(msgs), "msgs")
@@ -137,7 +137,8 @@ func BenchmarkScopedSearch(b *testing.B, be ScopedSearchBackend) {
 	}
 }
 
-func percentile(d []time.Duration, p int) time.Duration {
+// Percentile is the p-th percentile of d, which it sorts.
+func Percentile(d []time.Duration, p int) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
