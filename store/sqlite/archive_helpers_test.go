@@ -22,7 +22,7 @@ func (s *Store) queuedCount(t *testing.T) int64 {
 func (s *Store) indexedIDs(t *testing.T, tenant string) []int64 {
 	t.Helper()
 	rows, err := s.mustIndex(t).r.QueryContext(context.Background(), `SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid`,
-		`scope : "`+tenantToken(tenant)+`"`)
+		`"_`+tenantToken(tenant)+`"`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func readIndexed(ctx context.Context, log *sql.DB, query string, args ...any) ([
 		if err := rows.Scan(&r.id, &tenant, &thread, &r.terms); err != nil {
 			return nil, err
 		}
-		r.scope = scopeTerms(tenant, thread)
+		r.scope = indexScope(tenant, thread)
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -417,5 +418,49 @@ func TestThreadSearchReadsItsOwnQueue(t *testing.T) {
 	}
 	if got := find("big", "lighthouse"); len(got) != 5 {
 		t.Errorf("after the move, %d lighthouse hits in the thread, want 5", len(got))
+	}
+}
+
+// TestIndexScopeIsNoTerm: the index trusts its scope tokens for a thread's
+// search (no tenant or thread is read back from the log), so no message's
+// words may ever spell them. A message of another tenant that holds another
+// thread's tokens, as the log's older index spelled them and as the index
+// file does, with and without the "_", is no candidate of that thread's
+// search, nor of its tenant's.
+func TestIndexScopeIsNoTerm(t *testing.T) {
+	ctx := context.Background()
+	s := openWithPath(t, useIndex)
+	say := func(tenant, thread, text string) {
+		t.Helper()
+		last, err := s.LastSeq(ctx, tenant, thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := message.NewText(message.User, text)
+		if _, err := s.Append(ctx, tenant, thread, last, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	say("acme", "victim", "the vault code is kept elsewhere")
+	forged := strings.Join([]string{
+		tenantToken("acme"), threadToken("acme", "victim"),
+		"_" + tenantToken("acme"), "_" + threadToken("acme", "victim"),
+		indexScope("acme", "victim"), "vault",
+	}, " ")
+	say("mallory", "m", forged)
+	if err := s.catchUpIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.indexedIDs(t, "acme"); len(got) != 1 {
+		t.Fatalf("acme's scope token finds %v in the index, want acme's one message", got)
+	}
+	for _, q := range []store.SearchQuery{{Text: "vault", Thread: "victim"}, {Text: "vault"}} {
+		hits, err := s.Search(ctx, "acme", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != 1 || hits[0].Thread != "victim" {
+			t.Fatalf("search %+v in acme: %+v, want acme's one message", q, hits)
+		}
 	}
 }

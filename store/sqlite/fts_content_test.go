@@ -51,7 +51,7 @@ func checkIndexAs(t *testing.T, s *Store, quick bool) {
 	}
 	for scope, ids := range want {
 		thread := strings.Fields(scope)[1]
-		got := s.matchIDs(t, `scope : "`+thread+`"`)
+		got := s.matchIDs(t, `"`+thread+`"`)
 		if fmt.Sprint(got) != fmt.Sprint(ids) {
 			t.Fatalf("the index holds %v under %s, the log %v", got, thread, ids)
 		}
@@ -71,7 +71,7 @@ func checkIndexAs(t *testing.T, s *Store, quick bool) {
 		}
 	}
 	for k, ids := range byTerm {
-		got := s.matchIDs(t, `scope : "`+k[0]+`" AND body : "`+k[1]+`"`)
+		got := s.matchIDs(t, `"`+k[0]+`" AND "`+k[1]+`"`)
 		for _, id := range ids {
 			if !slices.Contains(got, id) {
 				t.Fatalf("row %d is not found by its term %q", id, k[1])

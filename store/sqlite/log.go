@@ -244,9 +244,22 @@ var indexBatch int64 = 512
 
 // init registers mneme_scope(tenant, thread), the scope column's text
 // (scopeTerms), with which the log's own index was filled in the
-// migrations before the index had a file of its own.
+// migrations before the index had a file of its own, and
+// mneme_index_scope(tenant, thread), the scope's tokens as the index
+// file's rows begin (indexScope).
 func init() {
-	err := sqlitedrv.RegisterDeterministicScalarFunction("mneme_scope", 2, func(_ *sqlitedrv.FunctionContext, args []driver.Value) (driver.Value, error) {
+	err := sqlitedrv.RegisterDeterministicScalarFunction("mneme_index_scope", 2, func(_ *sqlitedrv.FunctionContext, args []driver.Value) (driver.Value, error) {
+		tenant, ok1 := args[0].(string)
+		thread, ok2 := args[1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("mneme_index_scope: tenant and thread must be text")
+		}
+		return cachedIndexScope(tenant, thread), nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	err = sqlitedrv.RegisterDeterministicScalarFunction("mneme_scope", 2, func(_ *sqlitedrv.FunctionContext, args []driver.Value) (driver.Value, error) {
 		tenant, ok1 := args[0].(string)
 		thread, ok2 := args[1].(string)
 		if !ok1 || !ok2 {

@@ -23,13 +23,16 @@ const maxLimit = 1000
 // The archive index: each message event (id = events.id) has its index
 // terms (fulltext.IndexBody of fulltext.SearchText) in events_terms, which
 // searches read, and events_fts indexes them beside its scope (once they
-// leave the queue, see log.go), in a file of its own (archive.go). The
-// scope column carries two tokens, one naming the tenant and one the
-// thread, so that a search ANDs its terms with its scope inside FTS5: the
-// index itself narrows to the thread or the tenant, and the cost of a
-// search does not grow with what other threads and tenants hold.
+// leave the queue, see log.go), in a file of its own (archive.go). Its
+// scope is two tokens, one naming the tenant and one the thread, so that a
+// search ANDs its terms with its scope inside FTS5: the index itself
+// narrows to the thread or the tenant, and the cost of a search does not
+// grow with what other threads and tenants hold. The index file's rows
+// carry them ahead of their terms (indexScope); the log's own index, in
+// the migrations before the file, in a column of their own (scopeTerms).
 
-// scopeTerms returns the scope column of an event of this thread.
+// scopeTerms returns the scope column of an event of this thread, as the
+// log's own index kept it.
 func scopeTerms(tenant, thread string) string {
 	return tenantToken(tenant) + " " + threadToken(tenant, thread)
 }
@@ -41,6 +44,38 @@ func tenantToken(tenant string) string { return "t" + scopeHash(tenant) }
 
 func threadToken(tenant, thread string) string {
 	return "h" + scopeHash(tenant+"\x00"+thread)
+}
+
+// indexScope is the scope's tokens as a row of the index file carries them,
+// ahead of its terms (archive.go's indexVersion 3): the scope column's
+// tokens, each behind a "_" that no term holds.
+func indexScope(tenant, thread string) string {
+	return "_" + tenantToken(tenant) + " _" + threadToken(tenant, thread) + " "
+}
+
+// indexScopes keeps the indexScope of the threads the index's writer moved
+// last: a move's rows come from a few threads at a time, and two SHA-256
+// a row were a tenth of its CPU.
+var indexScopes struct {
+	sync.Mutex
+	m map[[2]string]string
+}
+
+// cachedIndexScope is indexScope through indexScopes, which it empties
+// once it holds 4,096 threads.
+func cachedIndexScope(tenant, thread string) string {
+	k := [2]string{tenant, thread}
+	indexScopes.Lock()
+	defer indexScopes.Unlock()
+	if sc, ok := indexScopes.m[k]; ok {
+		return sc
+	}
+	if len(indexScopes.m) >= 4096 || indexScopes.m == nil {
+		indexScopes.m = make(map[[2]string]string)
+	}
+	sc := indexScope(tenant, thread)
+	indexScopes.m[k] = sc
+	return sc
 }
 
 func scopeHash(s string) string {
@@ -333,11 +368,11 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 // maxQueued (its last seq, lastSeq, past the last the index holds); a
 // tenant's, the ids the whole queue spans.
 func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, path searchPath, filtered bool, maxQueued, lastSeq int64, where []string, args []any) (*fulltext.Tally, []int64, error) {
-	scope := `"` + tenantToken(tenant) + `"`
+	scope := `"_` + tenantToken(tenant) + `"`
 	if q.Thread != "" {
-		scope = `"` + threadToken(tenant, q.Thread) + `"`
+		scope = `"_` + threadToken(tenant, q.Thread) + `"`
 	}
-	match := "scope : " + scope + " AND body : (" + pq.Union(ftsTerm, " OR ") + ")"
+	match := scope + " AND (" + pq.Union(ftsTerm, " OR ") + ")"
 
 	// The index's candidates (ids, in the index's file, read in a snapshot
 	// of their own: see archive.go for why any will do) and the mark up to
