@@ -464,3 +464,82 @@ func TestIndexScopeIsNoTerm(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantSearchReadsTheQueue: a tenant's search reads the queue beside
+// the index, its own tenant's rows of it only, and finds and ranks what it
+// finds once the queue is moved; the index's mark stays where it was. With
+// more than tenantReadQueued queued, it moves the queue first.
+func TestTenantSearchReadsTheQueue(t *testing.T) {
+	defer func(n int64) { indexBatch = n }(indexBatch)
+	indexBatch = 1 << 40 // no move but the test's and the searches'
+	ctx := context.Background()
+	s := openWithPath(t, useIndex)
+	say := func(tenant, thread, text string) {
+		t.Helper()
+		last, err := s.LastSeq(ctx, tenant, thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := message.NewText(message.User, text)
+		if _, err := s.Append(ctx, tenant, thread, last, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search := func() []store.Hit {
+		t.Helper()
+		hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: "lighthouse keeper", Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hits {
+			if h.Thread == "intruder" {
+				t.Fatalf("another tenant's message found: %+v", h)
+			}
+		}
+		return hits
+	}
+	for i := range 6 {
+		say("acme", []string{"a", "b"}[i%2], fmt.Sprintf("indexed: the lighthouse note %d", i))
+	}
+	if err := s.catchUpIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x, err := s.index()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := x.mark(ctx)
+	// Queued: acme's own in both threads (one thread new) and, between
+	// them, more of another tenant's than acme's whole history.
+	for i := range 5 {
+		say("acme", []string{"b", "a", "c"}[i%3], fmt.Sprintf("queued: the lighthouse keeper %d", i))
+		for j := range 40 {
+			say("umbrella", "intruder", fmt.Sprintf("the lighthouse keeper %d/%d", i, j))
+		}
+	}
+	beside := search()
+	if m := x.mark(ctx); m != mark {
+		t.Fatalf("the index's mark moved from %d to %d: the search moved the queue", mark, m)
+	}
+	if len(beside) != 11 {
+		t.Fatalf("%d hits with 5 of 11 queued, want 11: %+v", len(beside), beside)
+	}
+	if err := s.catchUpIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if indexed := search(); fmt.Sprint(indexed) != fmt.Sprint(beside) {
+		t.Fatalf("read beside the index:\n%+v\nonce moved into it:\n%+v", beside, indexed)
+	}
+	// Past the bound, the queue is moved first.
+	for i := range int(tenantReadQueued) + 1 {
+		say("umbrella", "intruder", fmt.Sprintf("filler %d", i))
+	}
+	say("acme", "a", "late: the lighthouse keeper")
+	mark = x.mark(ctx)
+	if got := search(); len(got) != 12 {
+		t.Fatalf("%d hits with a long queue, want 12", len(got))
+	}
+	if m := x.mark(ctx); m == mark {
+		t.Fatalf("the index's mark stayed at %d with %d queued", m, tenantReadQueued+2)
+	}
+}

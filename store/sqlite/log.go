@@ -220,8 +220,8 @@ func (s *Store) commitGroup(take func() []*appendReq) {
 // merges rewrite: four times larger batches took a sixth to a quarter less
 // CPU a message (BenchmarkIndexMove), but no more appends went through with 32
 // threads appending (BenchmarkDurableAppend, 40,000 messages, alternated),
-// and a tenant's search, which moves the queue first, would wait for up to
-// four times as many.
+// and a tenant's search, which reads the queue beside the index, would read
+// up to four times as many.
 var indexBatch int64 = 512
 
 // The archive index is written in batches. An Append writes each message's
@@ -231,9 +231,10 @@ var indexBatch int64 = 512
 // holds the rows up to its mark, and the rows past it are the queue. Once
 // indexBatch messages are queued, the index's writer moves them, in the
 // background. A thread's search that uses the index reads the thread's
-// queued rows beside it while the queue is short (search.go, readQueued); a
-// longer queue, or any before a tenant's search, is moved first
-// (catchUpIndex): either way a search sees every acknowledged message.
+// queued rows beside it while the queue is short (search.go, readQueued),
+// and a tenant's search the whole queue (tenantReadQueued); a longer queue
+// is moved first (catchUpIndex): either way a search sees every
+// acknowledged message.
 // Written per group, FTS5 flushed a small segment at every commit and
 // merged them again: more than a third of the writer's CPU with 32 threads
 // appending.

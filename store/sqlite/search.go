@@ -199,9 +199,13 @@ func (st *searchStmts) get(db *sql.DB) (*searchStmts, error) {
 // first put a commit, an fsync and a small FTS5 segment (merged again
 // later) on every auto-recall of a large thread, once per proxied request.
 // A longer queue (a new thread's whole history, which the search would
-// read every time) is moved into the index first (catchUpIndex), and so is
-// any queue before a tenant's search: its candidates come in (thread, seq)
-// order, into which the queue's rows would have to be merged.
+// read every time) is moved into the index first (catchUpIndex). A
+// tenant's search reads the whole queue beside the index (its tenant's
+// rows: the events join keeps them), in the same query as the index's
+// candidates and so in their (thread, seq) order, while the queue holds at
+// most tenantReadQueued messages: moving it first put a move of up to a
+// batch (FTS5's work, a commit and an fsync) on nearly every tenant's
+// search while appends went on.
 func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
 	if err := backend.CheckSearch(tenant, q); err != nil {
 		return nil, err
@@ -221,10 +225,9 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 	}
 	maxQueued := int64(readQueued)
 	if q.Thread == "" {
-		maxQueued = 0
-	} else {
-		defer s.moveAhead()
+		maxQueued = tenantReadQueued
 	}
+	defer s.moveAhead()
 	x, _ := s.index() // without one (it could not be opened), the log is read
 	if x != nil && x.w == nil {
 		maxQueued = -1 // read-only: the queue cannot move (readCandidates reads it)
@@ -242,9 +245,8 @@ func (s *Store) Search(ctx context.Context, tenant string, q store.SearchQuery) 
 }
 
 // moveAhead moves the archive index's queue into the index in the
-// background (moveIndex) once a thread's search finds half a batch queued
-// (by this process's count), so that the next search of a large thread
-// need not move it first.
+// background (moveIndex) once a search finds half a batch queued (by this
+// process's count), so that the next search need not read it.
 func (s *Store) moveAhead() {
 	if s.queued.Load() >= indexBatch/2 {
 		s.moveIndex()
@@ -257,6 +259,13 @@ func (s *Store) moveAhead() {
 // Other threads' queued messages do not count (queueQuery does not read
 // them).
 const readQueued = 64
+
+// tenantReadQueued is the most queued messages (of every tenant: the queue
+// is read by id) a tenant's search reads beside the index rather than move
+// the queue into it. Appends move the queue at indexBatch, so that only a
+// queue that could not move (a move failing, or a restart's) or that grew
+// while a move was under way reaches it.
+var tenantReadQueued = 2 * indexBatch
 
 // errIndexQueued: the search needs the index, and more messages wait in
 // its queue than it reads.
@@ -440,6 +449,12 @@ func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.
 	case q.Thread != "" && !filtered:
 		// The scope is in the index: nothing of events is needed.
 		rows, err = tx.StmtContext(ctx, stmts.terms).QueryContext(ctx, string(found))
+	case q.Thread == "":
+		// The index's candidates and the queue (the log's rows past the
+		// mark in this snapshot), in (thread, seq) order together.
+		rows, err = tx.QueryContext(ctx, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
+			WHERE (e.id IN (SELECT value FROM json_each(?)) OR e.id > ?) AND `+strings.Join(where, " AND ")+` ORDER BY e.thread, e.seq`,
+			append([]any{string(found), mark}, args...)...)
 	default:
 		rows, err = tx.QueryContext(ctx, `SELECT e.id, t.terms FROM events e JOIN events_terms t ON t.id = e.id
 			WHERE e.id IN (SELECT value FROM json_each(?)) AND `+strings.Join(where, " AND ")+` ORDER BY e.thread, e.seq`,
