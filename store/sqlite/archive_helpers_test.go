@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+
+	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
 )
 
 // queuedCount returns how many messages wait in s's index queue.
@@ -78,4 +81,18 @@ func (s *Store) mustIndex(t *testing.T) *archiveIndex {
 		t.Fatalf("no index: %v", err)
 	}
 	return x
+}
+
+// say appends a user message of text to the thread, after its last event.
+func say(t *testing.T, s *Store, tenant, thread, text string) {
+	t.Helper()
+	ctx := context.Background()
+	last, err := s.LastSeq(ctx, tenant, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := message.NewText(message.User, text)
+	if _, err := s.Append(ctx, tenant, thread, last, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
+		t.Fatal(err)
+	}
 }

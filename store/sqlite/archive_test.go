@@ -356,17 +356,6 @@ func TestThreadSearchReadsItsOwnQueue(t *testing.T) {
 	indexBatch = 1 << 40 // no move but the searches'
 	ctx := context.Background()
 	s := openWithPath(t, useIndex)
-	add := func(thread, text string) {
-		t.Helper()
-		last, err := s.LastSeq(ctx, "acme", thread)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := message.NewText(message.User, text)
-		if _, err := s.Append(ctx, "acme", thread, last, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	find := func(thread, text string) []int64 {
 		t.Helper()
 		hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: text, Thread: thread})
@@ -384,7 +373,7 @@ func TestThreadSearchReadsItsOwnQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		add("big", fmt.Sprintf("indexed note %d about the warehouse", i))
+		say(t, s, "acme", "big", fmt.Sprintf("indexed note %d about the warehouse", i))
 	}
 	if err := s.catchUpIndex(ctx); err != nil {
 		t.Fatal(err)
@@ -392,10 +381,10 @@ func TestThreadSearchReadsItsOwnQueue(t *testing.T) {
 	mark := x.mark(ctx)
 	// Five of the thread's own, and 300 of other threads', queued.
 	for i := range 5 {
-		add("big", fmt.Sprintf("queued note %d about the lighthouse", i))
+		say(t, s, "acme", "big", fmt.Sprintf("queued note %d about the lighthouse", i))
 	}
 	for i := range 300 {
-		add(fmt.Sprint("other", i%7), fmt.Sprintf("other note %d about the lighthouse", i))
+		say(t, s, "acme", fmt.Sprint("other", i%7), fmt.Sprintf("other note %d about the lighthouse", i))
 	}
 	if got := find("big", "lighthouse"); len(got) != 5 || got[0] < 21 {
 		t.Errorf("the thread's queued messages found at seqs %v, want its five past 20", got)
@@ -408,7 +397,7 @@ func TestThreadSearchReadsItsOwnQueue(t *testing.T) {
 	}
 	// More of its own than readQueued: the queue is moved first.
 	for i := range readQueued + 1 {
-		add("big", fmt.Sprintf("later note %d about the harbour", i))
+		say(t, s, "acme", "big", fmt.Sprintf("later note %d about the harbour", i))
 	}
 	if got := find("big", "harbour"); len(got) != 10 {
 		t.Errorf("the thread's newly queued messages: %d hits, want 10 (the limit)", len(got))
@@ -430,24 +419,13 @@ func TestThreadSearchReadsItsOwnQueue(t *testing.T) {
 func TestIndexScopeIsNoTerm(t *testing.T) {
 	ctx := context.Background()
 	s := openWithPath(t, useIndex)
-	say := func(tenant, thread, text string) {
-		t.Helper()
-		last, err := s.LastSeq(ctx, tenant, thread)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := message.NewText(message.User, text)
-		if _, err := s.Append(ctx, tenant, thread, last, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	say("acme", "victim", "the vault code is kept elsewhere")
+	say(t, s, "acme", "victim", "the vault code is kept elsewhere")
 	forged := strings.Join([]string{
 		tenantToken("acme"), threadToken("acme", "victim"),
 		"_" + tenantToken("acme"), "_" + threadToken("acme", "victim"),
 		indexScope("acme", "victim"), "vault",
 	}, " ")
-	say("mallory", "m", forged)
+	say(t, s, "mallory", "m", forged)
 	if err := s.catchUpIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -474,17 +452,6 @@ func TestTenantSearchReadsTheQueue(t *testing.T) {
 	indexBatch = 1 << 40 // no move but the test's and the searches'
 	ctx := context.Background()
 	s := openWithPath(t, useIndex)
-	say := func(tenant, thread, text string) {
-		t.Helper()
-		last, err := s.LastSeq(ctx, tenant, thread)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := message.NewText(message.User, text)
-		if _, err := s.Append(ctx, tenant, thread, last, []store.Event{{Kind: store.KindMessage, Message: &m}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	search := func() []store.Hit {
 		t.Helper()
 		hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: "lighthouse keeper", Limit: 50})
@@ -499,7 +466,7 @@ func TestTenantSearchReadsTheQueue(t *testing.T) {
 		return hits
 	}
 	for i := range 6 {
-		say("acme", []string{"a", "b"}[i%2], fmt.Sprintf("indexed: the lighthouse note %d", i))
+		say(t, s, "acme", []string{"a", "b"}[i%2], fmt.Sprintf("indexed: the lighthouse note %d", i))
 	}
 	if err := s.catchUpIndex(ctx); err != nil {
 		t.Fatal(err)
@@ -512,9 +479,9 @@ func TestTenantSearchReadsTheQueue(t *testing.T) {
 	// Queued: acme's own in both threads (one thread new) and, between
 	// them, more of another tenant's than acme's whole history.
 	for i := range 5 {
-		say("acme", []string{"b", "a", "c"}[i%3], fmt.Sprintf("queued: the lighthouse keeper %d", i))
+		say(t, s, "acme", []string{"b", "a", "c"}[i%3], fmt.Sprintf("queued: the lighthouse keeper %d", i))
 		for j := range 40 {
-			say("umbrella", "intruder", fmt.Sprintf("the lighthouse keeper %d/%d", i, j))
+			say(t, s, "umbrella", "intruder", fmt.Sprintf("the lighthouse keeper %d/%d", i, j))
 		}
 	}
 	beside := search()
@@ -532,9 +499,9 @@ func TestTenantSearchReadsTheQueue(t *testing.T) {
 	}
 	// Past the bound, the queue is moved first.
 	for i := range int(tenantReadQueued) + 1 {
-		say("umbrella", "intruder", fmt.Sprintf("filler %d", i))
+		say(t, s, "umbrella", "intruder", fmt.Sprintf("filler %d", i))
 	}
-	say("acme", "a", "late: the lighthouse keeper")
+	say(t, s, "acme", "a", "late: the lighthouse keeper")
 	mark = x.mark(ctx)
 	if got := search(); len(got) != 12 {
 		t.Fatalf("%d hits with a long queue, want 12", len(got))

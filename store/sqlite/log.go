@@ -249,24 +249,19 @@ var indexBatch int64 = 512
 // mneme_index_scope(tenant, thread), the scope's tokens as the index
 // file's rows begin (indexScope).
 func init() {
-	err := sqlitedrv.RegisterDeterministicScalarFunction("mneme_index_scope", 2, func(_ *sqlitedrv.FunctionContext, args []driver.Value) (driver.Value, error) {
+	registerScope("mneme_index_scope", cachedIndexScope)
+	registerScope("mneme_scope", scopeTerms)
+}
+
+// registerScope registers the SQL function name(tenant, thread) as scope.
+func registerScope(name string, scope func(tenant, thread string) string) {
+	err := sqlitedrv.RegisterDeterministicScalarFunction(name, 2, func(_ *sqlitedrv.FunctionContext, args []driver.Value) (driver.Value, error) {
 		tenant, ok1 := args[0].(string)
 		thread, ok2 := args[1].(string)
 		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("mneme_index_scope: tenant and thread must be text")
+			return nil, fmt.Errorf("%s: tenant and thread must be text", name)
 		}
-		return cachedIndexScope(tenant, thread), nil
-	})
-	if err != nil {
-		panic(err)
-	}
-	err = sqlitedrv.RegisterDeterministicScalarFunction("mneme_scope", 2, func(_ *sqlitedrv.FunctionContext, args []driver.Value) (driver.Value, error) {
-		tenant, ok1 := args[0].(string)
-		thread, ok2 := args[1].(string)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("mneme_scope: tenant and thread must be text")
-		}
-		return scopeTerms(tenant, thread), nil
+		return scope(tenant, thread), nil
 	})
 	if err != nil {
 		panic(err)
