@@ -510,3 +510,42 @@ func TestTenantSearchReadsTheQueue(t *testing.T) {
 		t.Fatalf("the index's mark stayed at %d with %d queued", m, tenantReadQueued+2)
 	}
 }
+
+// TestTenantSearchPlansAgree: a tenant's search finds and ranks the same
+// hits whether it reads its candidates by id or walks the tenant's
+// messages (byID chooses by their number), with messages both in the index
+// and queued, and filters.
+func TestTenantSearchPlansAgree(t *testing.T) {
+	defer func(n int64) { indexBatch = n }(indexBatch)
+	indexBatch = 1 << 40 // no move but the test's
+	defer func(r int64) { tenantWalkRatio = r }(tenantWalkRatio)
+	ctx := context.Background()
+	s := openWithPath(t, useIndex)
+	words := []string{"lighthouse", "keeper", "INV-4401", "harbour", "storm", "refund policy"}
+	for i := range 60 {
+		say(t, s, "acme", fmt.Sprint("t", i%4), fmt.Sprintf("%s and %s, note %d", words[i%len(words)], words[(i*5)%len(words)], i))
+		say(t, s, "umbrella", "u", words[i%len(words)])
+		if i == 40 {
+			if err := s.catchUpIndex(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, q := range []store.SearchQuery{
+		{Text: "lighthouse"}, {Text: "keeper storm", Limit: 50}, {Text: "INV-4401"}, {Text: `"refund policy"`},
+		{Text: "harbour", Role: message.User}, {Text: "storm", FromSeq: 5, ToSeq: 12}, {Text: "nothing-holds-this"},
+	} {
+		var got [2]string
+		for i, ratio := range []int64{0, 1 << 40} { // by id, then the walk
+			tenantWalkRatio = ratio
+			hits, err := s.Search(ctx, "acme", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = fmt.Sprint(hits)
+		}
+		if got[0] != got[1] {
+			t.Errorf("search %+v by id:\n%s\nwalking:\n%s", q, got[0], got[1])
+		}
+	}
+}
