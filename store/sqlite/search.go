@@ -1020,7 +1020,7 @@ func termsHash(body []byte) uint64 {
 }
 
 // ftsTerm spells a term for the index's MATCH: a phrase as all of its words
-// (the index keeps no positions, archive.go's indexVersion 2), which finds
+// (the index keeps no positions since archive.go's indexVersion 2), which finds
 // every row holding the phrase and some that do not; the Tally counts the
 // phrase itself in each candidate's terms, and a candidate without any term
 // is no hit.
