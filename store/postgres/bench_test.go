@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,46 +44,9 @@ var backends = []struct {
 	{"postgres", func(b *testing.B) store.Store { return open(b) }},
 }
 
-// synthetic returns n deterministic messages of 30 to 80 words drawn from a
-// 2,000-word vocabulary, one in ten mentioning an invoice id (the same
-// generator as store/sqlite's benchmarks).
-func synthetic(n int) []store.Event {
-	rng := rand.New(rand.NewPCG(1, 2))
-	vocab := make([]string, 2000)
-	for i := range vocab {
-		vocab[i] = word(i)
-	}
-	evs := make([]store.Event, n)
-	for i := range evs {
-		var b strings.Builder
-		for range 30 + rng.IntN(50) {
-			b.WriteString(vocab[int(float64(len(vocab))*rng.Float64()*rng.Float64())])
-			b.WriteByte(' ')
-		}
-		if i%10 == 0 {
-			fmt.Fprintf(&b, "invoice INV-%04d", i/10)
-		}
-		role := message.User
-		if i%2 == 1 {
-			role = message.Assistant
-		}
-		m := message.NewText(role, b.String())
-		evs[i] = store.Event{Kind: store.KindMessage, Message: &m, Tokens: 60}
-	}
-	return evs
-}
-
-func word(i int) string {
-	w := []byte("w")
-	for ; i > 0; i /= 26 {
-		w = append(w, byte('a'+i%26))
-	}
-	return string(w) + "o"
-}
-
 // BenchmarkAppend: one message per Append, one durable transaction each.
 func BenchmarkAppend(b *testing.B) {
-	evs := synthetic(1000)
+	evs := storetest.Synthetic(1000)
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			s := be.open(b)
@@ -101,7 +63,7 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkAppendBatch: 100 messages per Append.
 func BenchmarkAppendBatch(b *testing.B) {
-	evs := synthetic(100)
+	evs := storetest.Synthetic(100)
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			s := be.open(b)
@@ -120,7 +82,7 @@ func BenchmarkAppendBatch(b *testing.B) {
 // CPU, each on a thread of its own: what many clients of one server (or
 // many replicas) do. SQLite serialises its writers; PostgreSQL does not.
 func BenchmarkAppendParallel(b *testing.B) {
-	evs := synthetic(1000)
+	evs := storetest.Synthetic(1000)
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			s := be.open(b)
@@ -144,7 +106,7 @@ func BenchmarkAppendParallel(b *testing.B) {
 // BenchmarkLoadTail: read the last 200 events of a 10,000-event thread,
 // what building a window reads when the engine's state is cold.
 func BenchmarkLoadTail(b *testing.B) {
-	evs := synthetic(10000)
+	evs := storetest.Synthetic(10000)
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			s := be.open(b)
@@ -169,16 +131,16 @@ func BenchmarkLoadTail(b *testing.B) {
 // frequent word, two rare words, an identifier, an identifier with a word
 // and a thread-filtered query.
 func BenchmarkSearch(b *testing.B) {
-	evs := synthetic(10000)
+	evs := storetest.Synthetic(10000)
 	queries := []struct {
 		name string
 		q    store.SearchQuery
 	}{
-		{"frequent", store.SearchQuery{Text: word(0)}},
-		{"rare", store.SearchQuery{Text: word(1801) + " " + word(1302)}},
+		{"frequent", store.SearchQuery{Text: storetest.Word(0)}},
+		{"rare", store.SearchQuery{Text: storetest.Word(1801) + " " + storetest.Word(1302)}},
 		{"identifier", store.SearchQuery{Text: "INV-0042"}},
 		{"identifier+word", store.SearchQuery{Text: "invoice INV-0777"}},
-		{"filtered", store.SearchQuery{Text: word(5), Thread: "t3", Role: message.Assistant}},
+		{"filtered", store.SearchQuery{Text: storetest.Word(5), Thread: "t3", Role: message.Assistant}},
 	}
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
@@ -227,7 +189,7 @@ func analyze(b *testing.B, s store.Store) {
 //
 //	MNEME_TEST_POSTGRES=postgres://... go test -run '^$' -bench DurableAppend -count 3 ./store/postgres/
 func BenchmarkDurableAppend(b *testing.B) {
-	evs := synthetic(1000)
+	evs := storetest.Synthetic(1000)
 	b.Run("fsync", func(b *testing.B) {
 		f, err := os.Create(filepath.Join(b.TempDir(), "fsync"))
 		if err != nil {
@@ -340,7 +302,7 @@ func BenchmarkDurableAppend(b *testing.B) {
 // included), cpu-µs/msg this process's.
 func BenchmarkAppendGroup(b *testing.B) {
 	const threads = 32
-	evs := synthetic(1000)
+	evs := storetest.Synthetic(1000)
 	s := open(b)
 	reqs := make([]postgres.GroupRequest, threads)
 	for i := range reqs {

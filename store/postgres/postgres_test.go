@@ -448,7 +448,7 @@ func TestGroupStatementColumns(t *testing.T) {
 // none (an event without a message).
 func TestTSVectorIsTerms(t *testing.T) {
 	s := open(t)
-	docs := synthetic(200)
+	docs := storetest.Synthetic(200)
 	many := msg(message.User, strings.Repeat("again and again ", 300)+"naïve 日本語 x1 ü")
 	huge := msg(message.Assistant, strings.Repeat("w ", 17000))
 	note := store.Event{Kind: store.KindNote, Data: []byte(`{}`)}
@@ -551,7 +551,7 @@ func TestGINCleanerCancelled(t *testing.T) {
 // new threads t0, t1, ... of tenant acme.
 func appendThreads(t *testing.T, s *postgres.Store, n int) {
 	t.Helper()
-	docs := synthetic(10 * n)
+	docs := storetest.Synthetic(10 * n)
 	var reqs []postgres.GroupRequest
 	for i := range n {
 		reqs = append(reqs, postgres.GroupRequest{Tenant: "acme", Thread: fmt.Sprint("t", i), Events: docs[i*10 : (i+1)*10]})

@@ -12,11 +12,8 @@ import (
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/sqlite"
+	"github.com/mnemehq/mneme/store/storetest"
 )
-
-// synthetic and word are the package's synthetic messages and their
-// vocabulary (synthetic_test.go).
-var synthetic, word = sqlite.Synthetic, sqlite.Word
 
 func benchOpen(b *testing.B) *sqlite.Store {
 	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
@@ -31,7 +28,7 @@ func benchOpen(b *testing.B) *sqlite.Store {
 func BenchmarkAppend(b *testing.B) {
 	s := benchOpen(b)
 	ctx := context.Background()
-	evs := synthetic(1000)
+	evs := storetest.Synthetic(1000)
 	b.ResetTimer()
 	for i := range b.N {
 		if _, err := s.Append(ctx, "acme", "bench", int64(i), evs[i%len(evs):i%len(evs)+1]); err != nil {
@@ -45,7 +42,7 @@ func BenchmarkAppend(b *testing.B) {
 func BenchmarkAppendBatch(b *testing.B) {
 	s := benchOpen(b)
 	ctx := context.Background()
-	evs := synthetic(100)
+	evs := storetest.Synthetic(100)
 	b.ResetTimer()
 	for i := range b.N {
 		if _, err := s.Append(ctx, "acme", "bench", int64(i*100), evs); err != nil {
@@ -61,7 +58,7 @@ func BenchmarkAppendBatch(b *testing.B) {
 func BenchmarkSearch(b *testing.B) {
 	s := benchOpen(b)
 	ctx := context.Background()
-	evs := synthetic(10000)
+	evs := storetest.Synthetic(10000)
 	for th := range 10 {
 		if _, err := s.Append(ctx, "acme", fmt.Sprintf("t%d", th), 0, evs[th*1000:(th+1)*1000]); err != nil {
 			b.Fatal(err)
@@ -71,11 +68,11 @@ func BenchmarkSearch(b *testing.B) {
 		name string
 		q    store.SearchQuery
 	}{
-		{"frequent", store.SearchQuery{Text: word(0)}},
-		{"rare", store.SearchQuery{Text: word(1801) + " " + word(1302)}},
+		{"frequent", store.SearchQuery{Text: storetest.Word(0)}},
+		{"rare", store.SearchQuery{Text: storetest.Word(1801) + " " + storetest.Word(1302)}},
 		{"identifier", store.SearchQuery{Text: "INV-0042"}},
 		{"identifier+word", store.SearchQuery{Text: "invoice INV-0777"}},
-		{"filtered", store.SearchQuery{Text: word(5), Thread: "t3", Role: message.Assistant}},
+		{"filtered", store.SearchQuery{Text: storetest.Word(5), Thread: "t3", Role: message.Assistant}},
 	}
 	for _, c := range queries {
 		b.Run(c.name, func(b *testing.B) {
@@ -103,7 +100,7 @@ func BenchmarkSearch(b *testing.B) {
 func BenchmarkLoadShort(b *testing.B) {
 	s := benchOpen(b)
 	ctx := context.Background()
-	evs := synthetic(1000)
+	evs := storetest.Synthetic(1000)
 	if _, err := s.Append(ctx, "acme", "bench", 0, evs); err != nil {
 		b.Fatal(err)
 	}
@@ -145,7 +142,7 @@ func BenchmarkOpen(b *testing.B) {
 //	go test -run '^$' -bench WALFrames -benchtime 20x ./store/sqlite/
 func BenchmarkWALFrames(b *testing.B) {
 	ctx := context.Background()
-	evs := synthetic(1000)
+	evs := storetest.Synthetic(1000)
 	path := filepath.Join(b.TempDir(), "frames.db")
 	s, err := sqlite.Open(ctx, path)
 	if err != nil {

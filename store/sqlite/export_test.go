@@ -8,7 +8,3 @@ var IndexBatch = indexBatch
 // CatchUpIndex moves the archive index's queue into the index now, as a
 // search of a long queue does first.
 func (s *Store) CatchUpIndex(ctx context.Context) error { return s.catchUpIndex(ctx) }
-
-// Synthetic and Word are synthetic and word, for the benchmarks outside
-// the package.
-var Synthetic, Word = synthetic, word

@@ -34,7 +34,7 @@ func BenchmarkIndexMove(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			evs := synthetic(4096)
+			evs := storetest.Synthetic(4096)
 			const threads = 32
 			last := make([]int64, threads)
 			var cpu time.Duration

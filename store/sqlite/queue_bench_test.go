@@ -48,7 +48,7 @@ func searchBesideWrites(b *testing.B, scope string, others int, quiet *[2]float6
 	}
 	defer s.Close()
 	s.searchPath = useIndex
-	evs := synthetic(4096)
+	evs := storetest.Synthetic(4096)
 	last := map[string]int64{}
 	add := func(thread string, n int) {
 		from := int(last[thread]) % (len(evs) - n)
@@ -73,7 +73,7 @@ func searchBesideWrites(b *testing.B, scope string, others int, quiet *[2]float6
 		}
 		b.StartTimer()
 		start := time.Now()
-		q := store.SearchQuery{Text: word(1280), Thread: "big", Limit: 10}
+		q := store.SearchQuery{Text: storetest.Word(1280), Thread: "big", Limit: 10}
 		if scope == "tenant" {
 			q.Thread = ""
 		}

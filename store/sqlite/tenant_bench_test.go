@@ -28,7 +28,7 @@ func BenchmarkTenantSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	evs := synthetic(4096)
+	evs := storetest.Synthetic(4096)
 	const threads, perThread, batch = 32, 2500, 100
 	last := make([]int64, threads)
 	for i := 0; i < perThread; i += batch {
@@ -46,7 +46,7 @@ func BenchmarkTenantSearch(b *testing.B) {
 	defer func(r int64) { tenantWalkRatio = r }(tenantWalkRatio)
 	auto := tenantWalkRatio
 	for _, q := range []struct{ name, text string }{
-		{"rare", word(1900)}, {"id", "INV-0042"}, {"middle", word(300)}, {"frequent", word(3)}, {"rare-queued", word(1900)},
+		{"rare", storetest.Word(1900)}, {"id", "INV-0042"}, {"middle", storetest.Word(300)}, {"frequent", storetest.Word(3)}, {"rare-queued", storetest.Word(1900)},
 	} {
 		for _, plan := range []struct {
 			name  string
