@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -582,47 +581,51 @@ const maxStemLen = 64
 
 // stemWord returns the stem of word, 3 to maxStemLen letters a-z, from
 // the cache when it holds it: a vocabulary is small and every indexed and
-// searched word is stemmed. The cache holds the first maxStems words
-// seen, then stops growing (words past them are stemmed each time). It is
-// sharded maps rather than a sync.Map: a lookup by a []byte key allocates
-// nothing, and sync.Map's hashing of an interface was a third of an
-// append's IndexBody.
+// searched word is stemmed.
+//
+// The cache is stemSlots entries, each word's in one of two slots chosen
+// by its hash (the other slot taken when the first holds another word), an
+// entry replaced whole by an atomic store: a lookup takes no lock and
+// writes nothing shared. The sharded maps under read locks it replaces
+// spent most of a parallel IndexBody's time on the locks' reader counts,
+// which every core's lookups wrote to (BenchmarkIndexBodyParallel). A
+// vocabulary past the slots keeps its most recent words rather than its
+// first.
 func stemWord(word []byte) string {
-	h := uint32(2166136261) // FNV-1a
+	h := uint64(14695981039346656037) // FNV-1a
 	for _, c := range word {
-		h = (h ^ uint32(c)) * 16777619
+		h = (h ^ uint64(c)) * 1099511628211
 	}
-	sh := &stems[h%uint32(len(stems))]
-	sh.mu.RLock()
-	st, ok := sh.m[string(word)]
-	sh.mu.RUnlock()
-	if ok {
-		return st
+	a := &stemCache[h%stemSlots]
+	if e := a.Load(); e != nil && e.word == string(word) {
+		return e.stem
+	}
+	b := &stemCache[(h>>32)%stemSlots]
+	if e := b.Load(); e != nil && e.word == string(word) {
+		return e.stem
 	}
 	w := string(word)
-	st = english.Stem(w, true)
-	if stemsHeld.Add(1) <= maxStems {
-		sh.mu.Lock()
-		if sh.m == nil {
-			sh.m = map[string]string{}
-		}
-		sh.m[w] = st
-		sh.mu.Unlock()
+	e := &stemEntry{word: w, stem: english.Stem(w, true)}
+	switch {
+	case a.Load() == nil:
+		a.Store(e)
+	case b.Load() == nil:
+		b.Store(e)
+	case h&(1<<40) == 0: // both taken: a slot the word's hash picks
+		a.Store(e)
+	default:
+		b.Store(e)
 	}
-	return st
+	return e.stem
 }
 
-var (
-	stems     [64]stemShard
-	stemsHeld atomic.Int64
-)
+// stemEntry is a word and its stem, never changed once stored.
+type stemEntry struct{ word, stem string }
 
-type stemShard struct {
-	mu sync.RWMutex
-	m  map[string]string
-}
+// stemSlots is the cache's entries: 8 bytes each, and the entries held.
+const stemSlots = 1 << 17
 
-const maxStems = 1 << 17
+var stemCache [stemSlots]atomic.Pointer[stemEntry]
 
 // IsStopword reports whether a lowercased token is an English function word
 // that says nothing about what a message is about (the, what, did, ...).
