@@ -252,9 +252,11 @@ func reportTail(b *testing.B, trs []reqTrace, fsyncP50 time.Duration, sqlite boo
 	// By the request's place in its conversation: how many compacted,
 	// and the median overhead (a step follows a conversation's start).
 	byTurn := map[int][]time.Duration{}
+	searchesByTurn := map[int][]time.Duration{}
 	stepped := map[int]int{}
 	for _, r := range trs {
 		byTurn[r.turn] = append(byTurn[r.turn], r.over)
+		searchesByTurn[r.turn] = append(searchesByTurn[r.turn], r.searchD)
 		if r.class == "compacted" {
 			stepped[r.turn]++
 		}
@@ -262,7 +264,7 @@ func reportTail(b *testing.B, trs []reqTrace, fsyncP50 time.Duration, sqlite boo
 	var turns []string
 	for t := range cycleTurns + 1 {
 		if ds := byTurn[t]; len(ds) > 0 {
-			turns = append(turns, fmt.Sprintf("turn %d: %d of %d compacted, overhead p50 %.0f µs", t, stepped[t], len(ds), percentile(ds, 0.5)))
+			turns = append(turns, fmt.Sprintf("turn %d: %d of %d compacted, overhead p50 %.0f µs, its searches p50 %.0f µs", t, stepped[t], len(ds), percentile(ds, 0.5), percentile(searchesByTurn[t], 0.5)))
 		}
 	}
 	b.Logf("by turn:\n%s", strings.Join(turns, "\n"))
