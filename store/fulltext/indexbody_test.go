@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -75,37 +74,6 @@ func BenchmarkIndexBody(b *testing.B) {
 	for b.Loop() {
 		IndexBody(text)
 	}
-}
-
-// BenchmarkIndexBodyParallel: IndexBody from every core at once over
-// messages of 30 to 80 words drawn from a 2,000-word vocabulary (as
-// storetest.Synthetic's), what the appends of 32 threads prepare beside
-// one another.
-func BenchmarkIndexBodyParallel(b *testing.B) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	vocab := make([]string, 2000)
-	for i := range vocab {
-		w := []byte("w")
-		for n := i; n > 0; n /= 26 {
-			w = append(w, byte('a'+n%26))
-		}
-		vocab[i] = string(w) + "o"
-	}
-	texts := make([]string, 1000)
-	for i := range texts {
-		var sb strings.Builder
-		for range 30 + rng.IntN(50) {
-			sb.WriteString(vocab[int(float64(len(vocab))*rng.Float64()*rng.Float64())])
-			sb.WriteByte(' ')
-		}
-		texts[i] = sb.String()
-	}
-	var next atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			IndexBody(texts[next.Add(1)%int64(len(texts))])
-		}
-	})
 }
 
 // TestStemCache: the stem cache gives the stemmer's answer for every word,

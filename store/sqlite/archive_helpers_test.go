@@ -25,7 +25,7 @@ func (s *Store) queuedCount(t *testing.T) int64 {
 func (s *Store) indexedIDs(t *testing.T, tenant string) []int64 {
 	t.Helper()
 	rows, err := s.mustIndex(t).r.QueryContext(context.Background(), `SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid`,
-		`"_`+tenantToken(tenant)+`"`)
+		`"`+indexToken(tenantToken(tenant))+`"`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,11 +48,14 @@ func threadToken(tenant, thread string) string {
 }
 
 // indexScope is the scope's tokens as a row of the index file carries them,
-// ahead of its terms (archive.go's indexVersion 3): the scope column's
-// tokens, each behind a "_" that no term holds.
+// ahead of its terms (archive.go's indexVersion 3).
 func indexScope(tenant, thread string) string {
-	return "_" + tenantToken(tenant) + " _" + threadToken(tenant, thread) + " "
+	return indexToken(tenantToken(tenant)) + " " + indexToken(threadToken(tenant, thread)) + " "
 }
+
+// indexToken is a scope token as the index file spells it: behind a "_",
+// which no term holds.
+func indexToken(tok string) string { return "_" + tok }
 
 // indexScopes keeps the indexScope of the threads the index's writer moved
 // last: a move's rows come from a few threads at a time, and two SHA-256
@@ -378,9 +381,9 @@ func (s *Store) searchSnapshot(ctx context.Context, stmts *searchStmts, tenant s
 // maxQueued (its last seq, lastSeq, past the last the index holds); a
 // tenant's, the ids the whole queue spans.
 func (s *Store) readCandidates(ctx context.Context, stmts *searchStmts, tx *sql.Tx, tenant string, q store.SearchQuery, pq fulltext.ParsedQuery, path searchPath, filtered bool, maxQueued, lastSeq, n int64, where []string, args []any) (*fulltext.Tally, []int64, error) {
-	scope := `"_` + tenantToken(tenant) + `"`
+	scope := `"` + indexToken(tenantToken(tenant)) + `"`
 	if q.Thread != "" {
-		scope = `"_` + threadToken(tenant, q.Thread) + `"`
+		scope = `"` + indexToken(threadToken(tenant, q.Thread)) + `"`
 	}
 	match := scope + " AND (" + pq.Union(ftsTerm, " OR ") + ")"
 
