@@ -144,9 +144,7 @@ func (s *Store) rawWriteTx(ctx context.Context, fn func(x rawTx) error) error {
 			}
 			return err
 		}
-		done := s.commitAwake()
 		_, err := x.ExecContext(ctx, `COMMIT`)
-		fileErr := done()
 		if err != nil {
 			// A failed COMMIT can leave the transaction open (busy): it
 			// must not stay open on the writer.
@@ -154,45 +152,21 @@ func (s *Store) rawWriteTx(ctx context.Context, fn func(x rawTx) error) error {
 			return classify("commit", err)
 		}
 		s.committed()
-		return fileErr
+		return s.checkFile()
 	})
 	return err
 }
 
-// commitAwake starts a goroutine that checks the database file
-// (checkFile) and then waits for the returned func, which returns the
-// check's outcome; a COMMIT, whose fsync blocks the writer's thread, runs
-// in between. The check, a stat, is made while the commit writes rather
-// than after it: it was 4% of a lone writer's time (13 µs a commit,
-// BenchmarkDurableAppend/sqlite/1 profiled), and a file removed or
-// replaced before the commit is found either way, while one replaced as
-// the commit ends was not found before either (it could be, just after the
-// check).
-//
-// The goroutine staying until the commit returns is older than the
-// check. Measured on the shared 2-core VM at load 5.6-7.4
-// (BenchmarkDurableAppend/sqlite/1, rounds of 5,000 interleaved with and
-// without it), a lone writer's durable appends ran at 1,075 msgs/s
-// without it and 1,347 with it (and 705 against 1,201 with the driver's
-// own per-statement watcher goroutine, which a cancellable context
-// starts), for about 35 µs more CPU a commit. The database/sql path this
-// replaced had such a goroutine for every statement, which is why it was
-// faster in wall time at more CPU. Why a goroutine queued beside a thread
-// blocked in fsync brings that thread back sooner (the Go scheduler's
-// handling of a P in a system call with work queued, or the VM's) is not
-// established: recheck it on a dedicated machine.
-func (s *Store) commitAwake() (done func() error) {
-	wait := make(chan struct{})
-	checked := make(chan error, 1)
-	go func() {
-		checked <- s.checkFile()
-		<-wait
-	}()
-	return func() error {
-		close(wait)
-		return <-checked
-	}
-}
+// The file check after a group's COMMIT (checkFile, a stat) is made on
+// the writer, as writeTx makes it. It used to run in a goroutine started
+// before the COMMIT, to overlap the commit's fsync, which had once been
+// measured to bring a lone writer back from its fsync sooner on a loaded
+// VM. Measured again side by side (BenchmarkDurableAppend/sqlite/1,
+// 10,000 appends, this and the goroutine's binaries alternated, ten
+// pairs): 193 against 238 µs of CPU a message on average (lower in all
+// ten) and 3,772 against 3,577 msgs/s (ahead in eight). The goroutine's
+// start and the wakeups it caused were the cost, not the stat. With 32
+// threads, one check a group of ~31, the rate was the same (three pairs).
 
 // closeRaw closes the statements prepared on the writer's driver
 // connection, before the connection closes.
