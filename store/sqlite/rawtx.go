@@ -120,6 +120,17 @@ func namedValues(args []any) ([]driver.NamedValue, error) {
 // rawWriteTx runs fn in an IMMEDIATE transaction on the writer's driver
 // connection, and, like writeTx, reports the commit as failed when the
 // database file is gone or replaced (checkFile).
+//
+// The check, a stat, is made on the writer after the COMMIT. It used to
+// run in a goroutine started before the COMMIT, to overlap the commit's
+// fsync, which had once been measured to bring a lone writer back from
+// its fsync sooner on a loaded VM. Measured again side by side
+// (BenchmarkDurableAppend/sqlite/1, 10,000 appends, this and the
+// goroutine's binaries alternated, ten pairs): 193 against 238 µs of CPU
+// a message on average (lower in all ten) and 3,772 against 3,577 msgs/s
+// (ahead in eight). The goroutine's start and the wakeups it caused were
+// the cost, not the stat. With 32 threads, one check a group of ~31, the
+// rate was the same (three pairs).
 func (s *Store) rawWriteTx(ctx context.Context, fn func(x rawTx) error) error {
 	conn, err := s.w.Conn(ctx)
 	if err != nil {
@@ -156,17 +167,6 @@ func (s *Store) rawWriteTx(ctx context.Context, fn func(x rawTx) error) error {
 	})
 	return err
 }
-
-// The file check after a group's COMMIT (checkFile, a stat) is made on
-// the writer, as writeTx makes it. It used to run in a goroutine started
-// before the COMMIT, to overlap the commit's fsync, which had once been
-// measured to bring a lone writer back from its fsync sooner on a loaded
-// VM. Measured again side by side (BenchmarkDurableAppend/sqlite/1,
-// 10,000 appends, this and the goroutine's binaries alternated, ten
-// pairs): 193 against 238 µs of CPU a message on average (lower in all
-// ten) and 3,772 against 3,577 msgs/s (ahead in eight). The goroutine's
-// start and the wakeups it caused were the cost, not the stat. With 32
-// threads, one check a group of ~31, the rate was the same (three pairs).
 
 // closeRaw closes the statements prepared on the writer's driver
 // connection, before the connection closes.
