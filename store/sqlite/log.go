@@ -676,8 +676,14 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 }
 
 // deleteFromLog deletes the thread from the log's file, in one
-// transaction.
+// transaction. Its events' vectors go with them, by a trigger on the
+// events (vectors.go), in the same statement: so, like every statement
+// that reaches a vec0 table, it runs to its end once begun (vecContext).
 func (s *Store) deleteFromLog(ctx context.Context, tenant, thread string) error {
+	ctx, err := vecContext(ctx)
+	if err != nil {
+		return err
+	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
 		// No id is given again (archive.go): the highest goes on record
 		// before the rows go.

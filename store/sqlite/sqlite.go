@@ -317,6 +317,11 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		if ctx.Err() != nil {
+			// database/sql rolled the transaction back as the context
+			// ended: say so, not "transaction already rolled back".
+			return fmt.Errorf("sqlite: commit: %w", ctx.Err())
+		}
 		return classify("commit", err)
 	}
 	s.committed()

@@ -26,6 +26,16 @@ import (
 //
 // The distance is cosine (sqlite-vec's exact brute-force KNN); Score is
 // 1 - distance.
+//
+// No statement that reaches a vec0 table is handed a context that can end
+// while it runs (vecContext): the driver interrupts a statement whose
+// context ends, and sqlite-vec, which prepares its own statements lazily
+// inside the statement that first needs them, goes on after a prepare the
+// interrupt failed with the statement it did not get, a nil dereference
+// that ends the process (the recall indexer's PutVectors, interrupted as
+// its engine closed, took down a test binary in CI;
+// TestVectorsContextEnds). A call whose context has ended fails before it
+// begins; one begun runs to its end.
 
 var _ store.Vectors = (*Store)(nil)
 
@@ -55,6 +65,15 @@ func vecBlob(v []float32) []byte {
 	return b
 }
 
+// vecContext returns ctx without its end, for the statements that reach a
+// vec0 table (see above), or ctx's error if it has ended already.
+func vecContext(ctx context.Context) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return context.WithoutCancel(ctx), nil
+}
+
 // PutVectors implements store.Vectors.
 func (s *Store) PutVectors(ctx context.Context, tenant string, vs []store.Vector) error {
 	if err := checkTenant(tenant); err != nil {
@@ -67,6 +86,10 @@ func (s *Store) PutVectors(ctx context.Context, tenant string, vs []store.Vector
 	}
 	if len(vs) == 0 {
 		return nil
+	}
+	ctx, err := vecContext(ctx)
+	if err != nil {
+		return err
 	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
 		ready := map[int]bool{}
@@ -120,6 +143,10 @@ func (s *Store) SearchVectors(ctx context.Context, tenant string, q store.Vector
 		limit = 10
 	}
 	limit = min(limit, store.MaxVectorLimit)
+	ctx, err := vecContext(ctx)
+	if err != nil {
+		return nil, err
+	}
 	t := vecTable(len(q.V))
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, t).Scan(&n); err != nil {
