@@ -35,7 +35,9 @@ import (
 // that ends the process (the recall indexer's PutVectors, interrupted as
 // its engine closed, took down a test binary in CI;
 // TestVectorsContextEnds). A call whose context has ended fails before it
-// begins; one begun runs to its end.
+// begins; one begun runs to its end. A delete of events reaches the vec0
+// tables too, through the trigger ensureVecTable makes: deleteFromLog, the
+// only one, runs under vecContext as well.
 
 var _ store.Vectors = (*Store)(nil)
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 )
 
@@ -35,10 +34,9 @@ func TestVectorsContextEnds(t *testing.T) {
 	// thread appends n messages to a new thread and embeds them.
 	thread := func(s *Store, name string, n int) []store.Vector {
 		t.Helper()
-		evs := make([]store.Event, n)
-		for i := range evs {
-			m := message.NewText(message.User, fmt.Sprintf("%s message %d", name, i))
-			evs[i] = store.Event{Kind: store.KindMessage, Message: &m}
+		var evs []store.Event
+		for i := range n {
+			evs = append(evs, msgEvent(fmt.Sprintf("%s message %d", name, i))...)
 		}
 		out, err := s.Append(ctx, "default", name, 0, evs)
 		if err != nil {
