@@ -87,7 +87,7 @@ func BenchmarkWindowAfterAppend(b *testing.B) {
 
 // fillAgent writes n messages of storetest.AgentThread straight to the
 // store, with their token counts as the engine's Append records them.
-func fillAgent(b *testing.B, st store.Store, thread string, n int) {
+func fillAgent(b testing.TB, st store.Store, thread string, n int) {
 	ctx := context.Background()
 	c, err := token.Get(token.O200kBase)
 	if err != nil {

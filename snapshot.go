@@ -64,6 +64,18 @@ type snapshotEnvelope struct {
 	Tok    string          `json:"tok"`
 	Last   lastEvent       `json:"last"`
 	System snapSystem      `json:"system"`
+	// Recall is the request auto-recall last searched for and the
+	// compactions it searched at (threadState.recallTried): a restart
+	// does not search again for a request whose search found nothing to
+	// show, as the process before it would not have. Absent (older
+	// snapshots): the next window searches.
+	Recall *snapRecall `json:"recall,omitempty"`
+}
+
+// snapRecall is threadState.recallTried and recallAt.
+type snapRecall struct {
+	Seq int64 `json:"seq"`
+	At  int   `json:"at"`
 }
 
 // snapSystem is the part of the projection every window reads (the
@@ -123,6 +135,9 @@ func (t *Thread) restoreSnapshot(ctx context.Context, ts *threadState) (bool, er
 	ts.proj.started, ts.proj.lastSeq = true, seq
 	ts.proj.broken = true // its units are rebuilt from the log on first use
 	ts.snap = snapState{seq: seq, compactions: st.Compactions(), last: env.Last}
+	if r := env.Recall; r != nil && r.Seq <= seq {
+		ts.recallTried, ts.recallAt = r.Seq, r.At
+	}
 	if err := t.applyAll(ts, evs[1:]); err != nil {
 		ts.clear()
 		return false, err
@@ -193,6 +208,9 @@ func (m *Engine) snapshotDue(ts *threadState) {
 	sn := ts.st.Snapshot()
 	env := snapshotEnvelope{V: snapshotVersion, Base: base, Tok: ts.tok, Last: ts.snap.last,
 		System: snapSystem{LeadSys: ts.proj.leadSys, System: ts.proj.system, SysSet: ts.proj.sysSet, Parent: ts.proj.parent}}
+	if ts.recallTried > 0 {
+		env.Recall = &snapRecall{Seq: ts.recallTried, At: ts.recallAt}
+	}
 	ts.snap.writing = true
 	ts.snap.seq, ts.snap.compactions = last, ts.st.Compactions()
 	key := ts.key

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mnemehq/mneme"
@@ -120,5 +121,83 @@ func TestSnapshotWindowIsReplay(t *testing.T) {
 		}
 		fromSnap.Close()
 		fromLog.Close()
+	}
+}
+
+// searchSpy counts the searches that reach the store.
+type searchSpy struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (s *searchSpy) Unwrap() store.Store { return s.Store }
+func (s *searchSpy) Search(ctx context.Context, tenant string, q store.SearchQuery) ([]store.Hit, error) {
+	s.n.Add(1)
+	return s.Store.Search(ctx, tenant, q)
+}
+
+// TestSnapshotKeepsFruitlessRecall: a request whose auto-recall search
+// found nothing to show is not searched for again after a restart that
+// reads the window snapshot, as the process before it would not have
+// searched again; the window is still the replay's (I7), and the next
+// request is searched for.
+func TestSnapshotKeepsFruitlessRecall(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "m.db")
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fillAgent(t, st, "t", 2000)
+	open := func(s store.Store) *mneme.Engine {
+		m, err := mneme.Open(ctx, mneme.Config{Store: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	spy := &searchSpy{Store: st}
+	m := open(spy)
+	w, err := m.Thread("default", "t").Window(ctx, mneme.WindowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Usage.Step || spy.n.Load() == 0 || w.Usage.RecallBlock != nil {
+		t.Fatalf("the first window should compact and search in vain: step %v, %d searches, recalled %+v",
+			w.Usage.Step, spy.n.Load(), w.Usage.RecallBlock)
+	}
+	m.Close() // waits for the snapshot write
+	seq, _, err := st.GetSnapshot(ctx, "default", "t")
+	last, _ := st.LastSeq(ctx, "default", "t")
+	if err != nil || seq != last {
+		t.Fatalf("snapshot at %d (%v), the log at %d", seq, err, last)
+	}
+
+	spy = &searchSpy{Store: st}
+	fromSnap, fromLog := open(spy), open(logOnly{st})
+	defer fromSnap.Close()
+	defer fromLog.Close()
+	a, err := fromSnap.Thread("default", "t").Window(ctx, mneme.WindowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := spy.n.Load(); n != 0 {
+		t.Fatalf("the restart searched %d times for the request searched before it", n)
+	}
+	b, err := fromLog.Thread("default", "t").Window(ctx, mneme.WindowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(windowJSON(t, a), windowJSON(t, b)) {
+		t.Fatalf("the window from the snapshot differs from the replay:\n%s\n---\n%s", windowJSON(t, a), windowJSON(t, b))
+	}
+	if _, _, err := fromSnap.Thread("default", "t").AppendWindow(ctx, []message.Message{
+		message.NewText(message.Assistant, "Done."), message.NewText(message.User, "Now run the tests again."),
+	}, mneme.WindowOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if spy.n.Load() == 0 {
+		t.Fatal("the next request was not searched for")
 	}
 }
