@@ -46,25 +46,33 @@ func windowJSON(t *testing.T, w *window.Window) []byte {
 	return b
 }
 
+// snapshotFile opens a SQLite store in a new file, closed when the test
+// ends, and returns it with a function that opens an engine with policy p
+// on it (or on a wrapper of it).
+func snapshotFile(t *testing.T, p *mneme.Policy) (*sqlite.Store, func(store.Store) *mneme.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, func(s store.Store) *mneme.Engine {
+		m, err := mneme.Open(ctx, mneme.Config{Store: s, Policy: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+}
+
 // TestSnapshotWindowIsReplay: after a session with compactions, masking and
 // a system prompt change, a cold Manager reads the window snapshot and the
 // events after it, and its windows are byte-identical to those of a
 // Manager that replays the log alone (I7), now and after more appends.
 func TestSnapshotWindowIsReplay(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "m.db")
-	st, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	open := func(s store.Store) *mneme.Engine {
-		m, err := mneme.Open(ctx, mneme.Config{Store: s, Policy: smallPolicy()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	st, open := snapshotFile(t, smallPolicy())
 	m := open(st)
 	th := m.Thread("default", "snap")
 	begin(ctx, t, th)
@@ -143,20 +151,8 @@ func (s *searchSpy) Search(ctx context.Context, tenant string, q store.SearchQue
 // request is searched for.
 func TestSnapshotKeepsFruitlessRecall(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "m.db")
-	st, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, open := snapshotFile(t, nil)
 	fillAgent(t, st, "t", 2000)
-	open := func(s store.Store) *mneme.Engine {
-		m, err := mneme.Open(ctx, mneme.Config{Store: s})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
 	spy := &searchSpy{Store: st}
 	m := open(spy)
 	w, err := m.Thread("default", "t").Window(ctx, mneme.WindowOptions{})
