@@ -47,7 +47,7 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 	if (has || tried) && !stepped {
 		return false, nil
 	}
-	ts.recallTried, ts.recallAt = cur.Seq, st.Compactions()
+	ts.recallTried, ts.recallAt, ts.recallLast = cur.Seq, st.Compactions(), st.LastSeq()
 	if err := t.writeUnshown(ctx, ts); err != nil {
 		return false, err
 	}

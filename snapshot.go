@@ -65,10 +65,14 @@ type snapshotEnvelope struct {
 	Last   lastEvent       `json:"last"`
 	System snapSystem      `json:"system"`
 	// Recall is the request auto-recall last searched for and the
-	// compactions it searched at (threadState.recallTried): a restart
-	// does not search again for a request whose search found nothing to
-	// show, as the process before it would not have. Absent (older
-	// snapshots): the next window searches.
+	// compactions it searched at (threadState.recallTried), when nothing
+	// came into the log after that search: a restart that finds the log
+	// still ending at the snapshot does not search again for a request
+	// whose search found nothing to show, as the process before it would
+	// not have. Its search would read the same messages and find the same
+	// nothing, so the window is still a replay's (I7); once the log has
+	// moved, the next window searches. Absent (older snapshots): the next
+	// window searches.
 	Recall *snapRecall `json:"recall,omitempty"`
 }
 
@@ -135,8 +139,8 @@ func (t *Thread) restoreSnapshot(ctx context.Context, ts *threadState) (bool, er
 	ts.proj.started, ts.proj.lastSeq = true, seq
 	ts.proj.broken = true // its units are rebuilt from the log on first use
 	ts.snap = snapState{seq: seq, compactions: st.Compactions(), last: env.Last}
-	if r := env.Recall; r != nil && r.Seq <= seq {
-		ts.recallTried, ts.recallAt = r.Seq, r.At
+	if r := env.Recall; r != nil && r.Seq <= seq && len(evs) == 1 {
+		ts.recallTried, ts.recallAt, ts.recallLast = r.Seq, r.At, seq
 	}
 	if err := t.applyAll(ts, evs[1:]); err != nil {
 		ts.clear()
@@ -208,7 +212,7 @@ func (m *Engine) snapshotDue(ts *threadState) {
 	sn := ts.st.Snapshot()
 	env := snapshotEnvelope{V: snapshotVersion, Base: base, Tok: ts.tok, Last: ts.snap.last,
 		System: snapSystem{LeadSys: ts.proj.leadSys, System: ts.proj.system, SysSet: ts.proj.sysSet, Parent: ts.proj.parent}}
-	if ts.recallTried > 0 {
+	if ts.recallTried > 0 && ts.recallLast == last {
 		env.Recall = &snapRecall{Seq: ts.recallTried, At: ts.recallAt}
 	}
 	ts.snap.writing = true

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -170,26 +171,84 @@ func TestSnapshotKeepsFruitlessRecall(t *testing.T) {
 		t.Fatalf("snapshot at %d (%v), the log at %d", seq, err, last)
 	}
 
-	spy = &searchSpy{Store: st}
-	fromSnap, fromLog := open(spy), open(logOnly{st})
-	defer fromSnap.Close()
-	defer fromLog.Close()
-	a, err := fromSnap.Thread("default", "t").Window(ctx, mneme.WindowOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// restart opens an engine on the snapshot and one on the log alone,
+	// and returns their windows and the first one's searches.
+	restart := func() (fromSnap, fromLog []byte, searches int64) {
+		spy := &searchSpy{Store: st}
+		var ws [2][]byte
+		for i, s := range []store.Store{spy, logOnly{st}} {
+			m := open(s)
+			w, err := m.Thread("default", "t").Window(ctx, mneme.WindowOptions{})
+			m.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws[i] = windowJSON(t, w)
+		}
+		return ws[0], ws[1], spy.n.Load()
 	}
-	if n := spy.n.Load(); n != 0 {
+	a, b, n := restart()
+	if n != 0 {
 		t.Fatalf("the restart searched %d times for the request searched before it", n)
 	}
-	b, err := fromLog.Thread("default", "t").Window(ctx, mneme.WindowOptions{})
-	if err != nil {
+	if !bytes.Equal(a, b) {
+		t.Fatalf("the window from the snapshot differs from the replay:\n%s\n---\n%s", a, b)
+	}
+
+	// A reply comes into the log after the snapshot (no compaction, so no
+	// new snapshot): a search would read one message more, so the restart
+	// searches again, as a replay does.
+	m = open(st)
+	if _, err := m.Thread("default", "t").Append(ctx, message.NewText(message.Assistant, "Working on it.")); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(windowJSON(t, a), windowJSON(t, b)) {
-		t.Fatalf("the window from the snapshot differs from the replay:\n%s\n---\n%s", windowJSON(t, a), windowJSON(t, b))
+	m.Close()
+	if now, _, _ := st.GetSnapshot(ctx, "default", "t"); now != seq {
+		t.Fatalf("a snapshot at %d after the reply: the test proves little", now)
 	}
-	if _, _, err := fromSnap.Thread("default", "t").AppendWindow(ctx, []message.Message{
-		message.NewText(message.Assistant, "Done."), message.NewText(message.User, "Now run the tests again."),
+	a, b, n = restart()
+	if n == 0 {
+		t.Fatal("the restart trusted a search made before the log moved")
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatalf("after the reply, the window from the snapshot differs from the replay:\n%s\n---\n%s", a, b)
+	}
+
+	// A search, then more than snapshotEvery replies, and a snapshot at
+	// the last of them: that snapshot does not vouch for the search,
+	// which read fewer messages than the log now holds.
+	m = open(st)
+	th := m.Thread("default", "t")
+	if _, err := th.Window(ctx, mneme.WindowOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	replies := make([]message.Message, 600)
+	for i := range replies {
+		replies[i] = message.NewText(message.Assistant, fmt.Sprintf("Still working (%d).", i))
+	}
+	if _, err := th.Append(ctx, replies...); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	seq, _, err = st.GetSnapshot(ctx, "default", "t")
+	last, _ = st.LastSeq(ctx, "default", "t")
+	if err != nil || seq != last {
+		t.Fatalf("after the replies, a snapshot at %d (%v), the log at %d", seq, err, last)
+	}
+	a, b, n = restart()
+	if n == 0 {
+		t.Fatal("the restart trusted a search made before the replies")
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatalf("after the replies, the window from the snapshot differs from the replay:\n%s\n---\n%s", a, b)
+	}
+
+	// The next request is searched for.
+	spy = &searchSpy{Store: st}
+	m = open(spy)
+	defer m.Close()
+	if _, _, err := m.Thread("default", "t").AppendWindow(ctx, []message.Message{
+		message.NewText(message.User, "Now run the tests again."),
 	}, mneme.WindowOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -57,9 +57,11 @@ type threadState struct {
 	pending []store.Event
 	owner   *deferral // the turn pending belongs to
 	// recallTried and recallAt: auto-recall searched for the request at
-	// that seq, at that compaction count, and found nothing to show.
+	// that seq, at that compaction count, and found nothing to show;
+	// recallLast is the state's last seq when it searched.
 	recallTried int64
 	recallAt    int
+	recallLast  int64
 	// recall keeps the events auto-recall read around its hits for the
 	// next requests' recalls (see keptRecall).
 	recall keptRecall
@@ -149,7 +151,7 @@ func (ts *threadState) clear() {
 		ts.owner.dropped = true
 	}
 	ts.pending, ts.owner = nil, nil
-	ts.recallTried, ts.recallAt = 0, 0
+	ts.recallTried, ts.recallAt, ts.recallLast = 0, 0, 0
 	ts.recall.drop()
 	ts.st, ts.buf = nil, buffer{}
 	ts.snap = snapState{writing: ts.snap.writing}
