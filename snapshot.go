@@ -71,8 +71,10 @@ type snapshotEnvelope struct {
 	// whose search found nothing to show, as the process before it would
 	// not have. Its search would read the same messages and find the same
 	// nothing, so the window is still a replay's (I7); once the log has
-	// moved, the next window searches. Absent (older snapshots): the next
-	// window searches.
+	// moved, the next window searches. Never with vectors (Recall.Hybrid):
+	// their embeddings come in the background, and a later search can find
+	// what an earlier one could not in the same log. Absent (older
+	// snapshots): the next window searches.
 	Recall *snapRecall `json:"recall,omitempty"`
 }
 
@@ -139,7 +141,7 @@ func (t *Thread) restoreSnapshot(ctx context.Context, ts *threadState) (bool, er
 	ts.proj.started, ts.proj.lastSeq = true, seq
 	ts.proj.broken = true // its units are rebuilt from the log on first use
 	ts.snap = snapState{seq: seq, compactions: st.Compactions(), last: env.Last}
-	if r := env.Recall; r != nil && r.Seq <= seq && len(evs) == 1 {
+	if r := env.Recall; r != nil && r.Seq <= seq && len(evs) == 1 && !t.m.recall.Hybrid() {
 		ts.recallTried, ts.recallAt, ts.recallLast = r.Seq, r.At, seq
 	}
 	if err := t.applyAll(ts, evs[1:]); err != nil {
@@ -212,7 +214,7 @@ func (m *Engine) snapshotDue(ts *threadState) {
 	sn := ts.st.Snapshot()
 	env := snapshotEnvelope{V: snapshotVersion, Base: base, Tok: ts.tok, Last: ts.snap.last,
 		System: snapSystem{LeadSys: ts.proj.leadSys, System: ts.proj.system, SysSet: ts.proj.sysSet, Parent: ts.proj.parent}}
-	if ts.recallTried > 0 && ts.recallLast == last {
+	if ts.recallTried > 0 && ts.recallLast == last && !m.recall.Hybrid() {
 		env.Recall = &snapRecall{Seq: ts.recallTried, At: ts.recallAt}
 	}
 	ts.snap.writing = true

@@ -3,6 +3,7 @@ package mneme_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mnemehq/mneme"
+	"github.com/mnemehq/mneme/embed"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/sqlite"
@@ -170,6 +172,9 @@ func TestSnapshotKeepsFruitlessRecall(t *testing.T) {
 	if err != nil || seq != last {
 		t.Fatalf("snapshot at %d (%v), the log at %d", seq, err, last)
 	}
+	if !snapshotNamesRecall(t, st, "t") {
+		t.Fatal("the snapshot does not name the search")
+	}
 
 	// restart opens an engine on the snapshot and one on the log alone,
 	// and returns their windows and the first one's searches.
@@ -254,5 +259,50 @@ func TestSnapshotKeepsFruitlessRecall(t *testing.T) {
 	}
 	if spy.n.Load() == 0 {
 		t.Fatal("the next request was not searched for")
+	}
+}
+
+// snapshotNamesRecall reports whether thread's window snapshot names an
+// auto-recall search (its envelope's "recall").
+func snapshotNamesRecall(t *testing.T, st store.Snapshots, thread string) bool {
+	t.Helper()
+	_, data, err := st.GetSnapshot(context.Background(), "default", thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, k := binary.Uvarint(data)
+	if k <= 0 || n > uint64(len(data)-k) {
+		t.Fatal("snapshot: bad envelope length")
+	}
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(data[k:k+int(n)], &env); err != nil {
+		t.Fatal(err)
+	}
+	_, ok := env["recall"]
+	return ok
+}
+
+// TestSnapshotRecallNotWithVectors: with an embedder, a snapshot never
+// names a search, so a restart always searches: embeddings come in the
+// background, and a later search can find what an earlier one could not
+// in the same log.
+func TestSnapshotRecallNotWithVectors(t *testing.T) {
+	ctx := context.Background()
+	st, _ := snapshotFile(t, nil)
+	fillAgent(t, st, "t", 2000)
+	spy := &searchSpy{Store: st}
+	m, err := mneme.Open(ctx, mneme.Config{Store: spy, Embedder: embed.Hashing{Dims: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Thread("default", "t").Window(ctx, mneme.WindowOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if spy.n.Load() == 0 {
+		t.Fatal("the first window did not search: the test proves little")
+	}
+	if snapshotNamesRecall(t, st, "t") {
+		t.Fatal("with vectors, the snapshot names the search")
 	}
 }
