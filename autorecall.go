@@ -43,11 +43,11 @@ func (t *Thread) autoRecall(ctx context.Context, ts *threadState, req window.Req
 		return false, nil
 	}
 	_, has := st.Recalled(cur.Seq)
-	tried := ts.recallTried == cur.Seq && ts.recallAt == st.Compactions()
+	tried := ts.tried.Seq == cur.Seq && ts.tried.At == st.Compactions()
 	if (has || tried) && !stepped {
 		return false, nil
 	}
-	ts.recallTried, ts.recallAt, ts.recallLast = cur.Seq, st.Compactions(), st.LastSeq()
+	ts.tried = recallTry{Seq: cur.Seq, At: st.Compactions(), Last: st.LastSeq()}
 	if err := t.writeUnshown(ctx, ts); err != nil {
 		return false, err
 	}

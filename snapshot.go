@@ -65,7 +65,7 @@ type snapshotEnvelope struct {
 	Last   lastEvent       `json:"last"`
 	System snapSystem      `json:"system"`
 	// Recall is the request auto-recall last searched for and the
-	// compactions it searched at (threadState.recallTried), when nothing
+	// compactions it searched at (threadState.tried), when nothing
 	// came into the log after that search: a restart that finds the log
 	// still ending at the snapshot does not search again for a request
 	// whose search found nothing to show, as the process before it would
@@ -75,13 +75,7 @@ type snapshotEnvelope struct {
 	// their embeddings come in the background, and a later search can find
 	// what an earlier one could not in the same log. Absent (older
 	// snapshots): the next window searches.
-	Recall *snapRecall `json:"recall,omitempty"`
-}
-
-// snapRecall is threadState.recallTried and recallAt.
-type snapRecall struct {
-	Seq int64 `json:"seq"`
-	At  int   `json:"at"`
+	Recall *recallTry `json:"recall,omitempty"`
 }
 
 // snapSystem is the part of the projection every window reads (the
@@ -142,7 +136,7 @@ func (t *Thread) restoreSnapshot(ctx context.Context, ts *threadState) (bool, er
 	ts.proj.broken = true // its units are rebuilt from the log on first use
 	ts.snap = snapState{seq: seq, compactions: st.Compactions(), last: env.Last}
 	if r := env.Recall; r != nil && r.Seq <= seq && len(evs) == 1 && !t.m.recall.Hybrid() {
-		ts.recallTried, ts.recallAt, ts.recallLast = r.Seq, r.At, seq
+		ts.tried = recallTry{Seq: r.Seq, At: r.At, Last: seq}
 	}
 	if err := t.applyAll(ts, evs[1:]); err != nil {
 		ts.clear()
@@ -214,8 +208,8 @@ func (m *Engine) snapshotDue(ts *threadState) {
 	sn := ts.st.Snapshot()
 	env := snapshotEnvelope{V: snapshotVersion, Base: base, Tok: ts.tok, Last: ts.snap.last,
 		System: snapSystem{LeadSys: ts.proj.leadSys, System: ts.proj.system, SysSet: ts.proj.sysSet, Parent: ts.proj.parent}}
-	if ts.recallTried > 0 && ts.recallLast == last && !m.recall.Hybrid() {
-		env.Recall = &snapRecall{Seq: ts.recallTried, At: ts.recallAt}
+	if tried := ts.tried; tried.Seq > 0 && tried.Last == last && !m.recall.Hybrid() {
+		env.Recall = &tried
 	}
 	ts.snap.writing = true
 	ts.snap.seq, ts.snap.compactions = last, ts.st.Compactions()

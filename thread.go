@@ -56,15 +56,20 @@ type threadState struct {
 	// turn's Close (see deferral). Their seqs follow the log's last.
 	pending []store.Event
 	owner   *deferral // the turn pending belongs to
-	// recallTried and recallAt: auto-recall searched for the request at
-	// that seq, at that compaction count, and found nothing to show;
-	// recallLast is the state's last seq when it searched.
-	recallTried int64
-	recallAt    int
-	recallLast  int64
+	// tried is auto-recall's last search that found nothing to show.
+	tried recallTry
 	// recall keeps the events auto-recall read around its hits for the
 	// next requests' recalls (see keptRecall).
 	recall keptRecall
+}
+
+// recallTry is an auto-recall search: for the request at Seq, at At
+// compactions, the state's last seq then being Last. A window snapshot
+// keeps Seq and At (snapshotEnvelope.Recall); Last is then the snapshot's.
+type recallTry struct {
+	Seq  int64 `json:"seq"`
+	At   int   `json:"at"`
+	Last int64 `json:"-"`
 }
 
 // deferral is a turn's claim on the pending events of its state (guarded
@@ -151,7 +156,7 @@ func (ts *threadState) clear() {
 		ts.owner.dropped = true
 	}
 	ts.pending, ts.owner = nil, nil
-	ts.recallTried, ts.recallAt, ts.recallLast = 0, 0, 0
+	ts.tried = recallTry{}
 	ts.recall.drop()
 	ts.st, ts.buf = nil, buffer{}
 	ts.snap = snapState{writing: ts.snap.writing}
