@@ -188,8 +188,19 @@ func analyze(b *testing.B, s store.Store) {
 // beat. "bar" is msgs/s over the target (≥ 1 meets it):
 //
 //	MNEME_TEST_POSTGRES=postgres://... go test -run '^$' -bench DurableAppend -count 3 ./store/postgres/
+//
+// Each thread appends the workload, an agent transcript
+// (storetest.AgentThread: tool calls, each answered in the next append by
+// a 1-4 KB result that names no tool, so the store finds the call's), one
+// message per call. Until 2026-12-04 this benchmark appended
+// storetest.Synthetic's 30-80-word texts, a quarter of the bytes and no
+// tool results: the figures in the README before that date are of those.
 func BenchmarkDurableAppend(b *testing.B) {
-	evs := storetest.Synthetic(1000)
+	evs := storetest.AgentThread(1000)
+	for i := range evs {
+		// A token count as the engine gives one (about four bytes a token).
+		evs[i].Tokens = len(evs[i].Message.PlainText()) / 4
+	}
 	b.Run("fsync", func(b *testing.B) {
 		f, err := os.Create(filepath.Join(b.TempDir(), "fsync"))
 		if err != nil {

@@ -22,10 +22,6 @@ import (
 
 var be = binary.BigEndian
 
-// toolLookback bounds how far back Append looks for the tool call a
-// nameless tool result answers (as in store/sqlite).
-const toolLookback = 500
-
 // row is an event encoded for insertion, outside any transaction.
 type row struct {
 	ev    store.Event // Message nil
@@ -131,6 +127,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		rows[i] = r
 	}
 	var err error
+	gen := s.calls.Gen()
 	if len(rows) == 0 || len(rows) >= copyThreshold {
 		err = s.inTx(ctx, "append", func(tx pgx.Tx) error {
 			if err := lockTail(ctx, tx, tenant, thread, after, len(rows) > 0, now); err != nil {
@@ -145,7 +142,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 		// Outside the group's transaction: tool names (read from what is
 		// committed up to after, which the caller has seen) and the
 		// statement's arguments.
-		resolveTools(ctx, s.pool, tenant, thread, after, rows)
+		resolveTools(ctx, s.pool, &s.calls, tenant, thread, after, rows)
 		if err = ctx.Err(); err == nil {
 			err = s.group.Do(newAppendReq(tenant, thread, after, rows, now), s.commitGroup)
 		}
@@ -153,6 +150,13 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	if err != nil {
 		return nil, err
 	}
+	s.calls.Remember(gen, tenant, thread, after, func(yield func(*message.Message) bool) {
+		for _, r := range rows {
+			if !yield(r.msg) {
+				return
+			}
+		}
+	})
 	out := make([]store.Event, len(rows))
 	for i, r := range rows {
 		out[i] = r.ev
@@ -377,14 +381,14 @@ func (s *Store) execGroup(ctx context.Context, batch []*appendReq, args *groupAr
 
 // resolveTools names the tool of each nameless tool result in rows: from
 // the call in rows before it, or in the thread's log up to seq after.
-func resolveTools(ctx context.Context, q querier, tenant, thread string, after int64, rows []row) {
+func resolveTools(ctx context.Context, q querier, calls *backend.CallCache, tenant, thread string, after int64, rows []row) {
 	for i := range rows {
 		r := &rows[i]
 		if r.msg == nil {
 			continue
 		}
 		name := backend.ToolOf(*r.msg, func(id string) string {
-			return findCall(ctx, q, tenant, thread, after, rows[:i], id)
+			return findCall(ctx, q, calls, tenant, thread, after, rows[:i], id)
 		})
 		if name != "" {
 			r.tool = &name
@@ -444,7 +448,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 		msgs++
 		tokens += int64(r.ev.Tokens)
 		name := backend.ToolOf(*r.msg, func(id string) string {
-			return findCall(ctx, tx, tenant, thread, after, rows[:i], id)
+			return findCall(ctx, tx, nil, tenant, thread, after, rows[:i], id)
 		})
 		if name != "" {
 			r.tool = &name
@@ -482,9 +486,11 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 }
 
 // findCall finds the name of tool call callID: first in the batch being
-// appended (newest first), then among the thread's recent assistant
-// messages, pre-filtered by the call id's JSON spelling.
-func findCall(ctx context.Context, tx querier, tenant, thread string, after int64, batch []row, callID string) string {
+// appended (newest first), then among the calls this replica appended to
+// the thread last (calls, when given: backend.CallCache), then among the
+// thread's recent assistant messages, pre-filtered by the call id's JSON
+// spelling.
+func findCall(ctx context.Context, tx querier, calls *backend.CallCache, tenant, thread string, after int64, batch []row, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := batch[i].msg; m != nil {
 			if n := backend.CallName(*m, callID); n != "" {
@@ -492,9 +498,14 @@ func findCall(ctx context.Context, tx querier, tenant, thread string, after int6
 			}
 		}
 	}
+	if calls != nil {
+		if n, ok := calls.Lookup(tenant, thread, after, callID); ok {
+			return n
+		}
+	}
 	rows, err := tx.Query(ctx, `SELECT message FROM events
 		WHERE tenant = $1 AND thread = $2 AND seq > $3 AND seq <= $4 AND role = 'assistant' AND strpos(message, $5) > 0
-		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, after, backend.CallNeedle(callID))
+		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-backend.ToolLookback, after, backend.CallNeedle(callID))
 	if err != nil {
 		return ""
 	}
@@ -645,6 +656,7 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 	// This replica forgets the thread's terms at once (another finds its
 	// entry stale at its next search of the thread).
 	defer s.terms.drop(termKey{tenant, thread})
+	defer s.calls.Forget(tenant, thread) // committed or not: forgetting is always right
 	return s.inTx(ctx, "delete thread", func(tx pgx.Tx) error {
 		var one int
 		err := tx.QueryRow(ctx, `SELECT 1 FROM threads WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, thread).Scan(&one)

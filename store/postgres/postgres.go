@@ -58,6 +58,7 @@ type Store struct {
 	pool      *pgxpool.Pool
 	now       func() time.Time
 	group     backend.GroupCommit[*appendReq] // group commit of Appends (log.go)
+	calls     backend.CallCache               // the tool calls appended last, by thread (log.go, findCall)
 	closeOnce sync.Once
 	// searchPath, when set, makes every thread's search take that path
 	// (search.go), for the tests that run the conformance suite on each.

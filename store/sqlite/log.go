@@ -21,10 +21,6 @@ import (
 // in nanoseconds: a minute.
 const activeBucket = 60_000_000_000
 
-// toolLookback bounds how far back Append looks for the tool call a
-// nameless tool result answers.
-const toolLookback = 500
-
 // prepared is an event ready to insert: encoded outside the transaction.
 type prepared struct {
 	ev    store.Event
@@ -90,9 +86,17 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 	// Tool names too: read from what is committed up to after (which the
 	// caller has seen), on a reader, not in the writer's transaction.
 	s.resolveTools(ctx, tenant, thread, after, req.ps)
+	gen := s.calls.Gen()
 	if err := s.group.Stream(req, s.commitGroup); err != nil {
 		return nil, err
 	}
+	s.calls.Remember(gen, tenant, thread, after, func(yield func(*message.Message) bool) {
+		for _, p := range req.ps {
+			if !yield(p.msg) {
+				return
+			}
+		}
+	})
 	out := make([]store.Event, len(req.ps))
 	for i, p := range req.ps {
 		out[i] = p.ev
@@ -487,8 +491,10 @@ func (s *Store) resolveTools(ctx context.Context, tenant, thread string, after i
 }
 
 // findCall finds the name of tool call callID: first in the batch being
-// appended (newest first), then among the thread's recent assistant
-// messages, pre-filtered by the call id's JSON spelling.
+// appended (newest first), then among the calls this process appended to
+// the thread last (backend.CallCache), then among the thread's recent
+// assistant messages in the log, pre-filtered by the call id's JSON
+// spelling.
 func (s *Store) findCall(ctx context.Context, tenant, thread string, after int64, batch []prepared, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := batch[i].msg; m != nil {
@@ -497,9 +503,12 @@ func (s *Store) findCall(ctx context.Context, tenant, thread string, after int64
 			}
 		}
 	}
+	if n, ok := s.calls.Lookup(tenant, thread, after, callID); ok {
+		return n
+	}
 	rows, err := s.query(ctx, `SELECT message FROM events
 		WHERE tenant = ? AND thread = ? AND seq > ? AND seq <= ? AND role = 'assistant' AND instr(message, ?) > 0
-		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-toolLookback, after, backend.CallNeedle(callID))
+		ORDER BY seq DESC LIMIT 5`, tenant, thread, after-backend.ToolLookback, after, backend.CallNeedle(callID))
 	if err != nil {
 		return ""
 	}
@@ -662,6 +671,7 @@ func (s *Store) DeleteThread(ctx context.Context, tenant, thread string) error {
 		}
 	}
 	err = s.deleteFromLog(ctx, tenant, thread)
+	s.calls.Forget(tenant, thread) // committed or not: forgetting is always right
 	if endErr := end(err == nil); endErr != nil && err == nil {
 		err = classify("delete thread", endErr)
 	}

@@ -47,6 +47,7 @@ type Store struct {
 	w, r      *sql.DB
 	now       func() time.Time
 	group     backend.GroupCommit[*appendReq] // group commit of Appends (log.go)
+	calls     backend.CallCache               // the tool calls appended last, by thread (log.go, findCall)
 	raw       rawConn                         // the writer's driver connection and its statements, for group commits (rawtx.go)
 	queued    atomic.Int64                    // messages queued for the archive index, as this process counts them (log.go)
 	closeOnce sync.Once

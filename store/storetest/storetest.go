@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Snapshots", testSnapshots},
 		{"TenantIsolation", testTenantIsolation},
 		{"DeleteThread", testDeleteThread},
+		{"ToolNames", testToolNames},
 		{"ThreadsPaging", testThreadsPaging},
 		{"LargePayload", testLargePayload},
 		{"Unicode", testUnicode},
@@ -750,6 +751,64 @@ func testMessageJSON(t *testing.T, s store.Store) {
 		t.Errorf("compacted event = %+v", loaded[1])
 	}
 	sameEvents(t, loaded, got)
+}
+
+// testToolNames: a tool result that names no tool is recorded with the
+// tool of the call it answers (the Tool filter of a search), found in an
+// earlier append of its thread: the newest call of that id, never one of
+// the thread's former self once it was deleted, never another thread's.
+func testToolNames(t *testing.T, s store.Store) {
+	calls := func(id, name string) store.Event {
+		return msgEvent(message.NewToolCalls("", message.Part{ToolCallID: id, ToolName: name, Arguments: `{}`}))
+	}
+	result := func(id, body string) store.Event { return msgEvent(message.NewToolResult(id, body)) }
+	user := func(s string) store.Event { return text(message.User, s) }
+	tools := func(word string) map[string][]int64 {
+		t.Helper()
+		out := map[string][]int64{}
+		for _, tool := range []string{"lookup", "cat", "grep", "ls"} {
+			hits, err := s.Search(ctx, "acme", store.SearchQuery{Text: word, Thread: "tools", Tool: tool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seqs := hitSeqs(hits); len(seqs) > 0 {
+				out[tool] = seqs
+			}
+		}
+		return out
+	}
+	check := func(word string, want map[string][]int64) {
+		t.Helper()
+		if got := tools(word); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: tool results by tool %v, want %v", word, got, want)
+		}
+	}
+
+	// Each in an append of its own, as an agent's turns come. Another
+	// thread's call of the same id comes in between.
+	mustAppend(t, s, "acme", "tools", 0, user("find zebra"))
+	mustAppend(t, s, "acme", "tools", 1, calls("c1", "lookup"))
+	mustAppend(t, s, "acme", "other", 0, calls("c1", "ls"))
+	mustAppend(t, s, "acme", "tools", 2, result("c1", "zebra paid"))
+	// The same id again (clients that number their calls per turn): the
+	// newest call names it.
+	mustAppend(t, s, "acme", "tools", 3, calls("c1", "cat"), user("wait"))
+	mustAppend(t, s, "acme", "tools", 5, result("c1", "zebra again"))
+	// A result whose call is in its own append, and one whose call is
+	// older than the append before it.
+	mustAppend(t, s, "acme", "tools", 6, calls("c2", "grep"), result("c2", "zebra grep"))
+	mustAppend(t, s, "acme", "tools", 8, result("c1", "zebra late"))
+	check("zebra", map[string][]int64{"lookup": {3}, "cat": {6, 9}, "grep": {8}})
+
+	// The thread deleted and made again up to the same seq, c1 now another
+	// tool's: the result is named by the new call.
+	if err := s.DeleteThread(ctx, "acme", "tools"); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "acme", "tools", 0, user("a"), user("b"), user("c"), user("d"), user("e"), calls("c1", "grep"))
+	mustAppend(t, s, "acme", "tools", 6, user("f"), user("g"), user("h"))
+	mustAppend(t, s, "acme", "tools", 9, result("c1", "okapi found"))
+	check("okapi", map[string][]int64{"grep": {10}})
 }
 
 // archive is the fixture of the search tests.
