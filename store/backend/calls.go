@@ -12,10 +12,12 @@ import (
 const ToolLookback = 500
 
 // The calls a CallCache keeps: at most callsPerThread a thread (its
-// newest), for at most callThreads threads (past that, the map starts
-// over: a thread's next tool result is looked up in the log, as before).
+// newest: an agent's results answer the calls of the message before
+// them), for at most callThreads threads (past that, a thread taken at
+// random is dropped, and its next tool result is looked up in the log).
+// At most a few megabytes.
 const (
-	callsPerThread = 64
+	callsPerThread = 16
 	callThreads    = 4096
 )
 
@@ -121,8 +123,14 @@ func (c *CallCache) Remember(gen uint64, tenant, thread string, after int64, msg
 	case r != nil && r.last > after:
 		return // a later append's, remembered first
 	default:
-		if c.m == nil || len(c.m) >= callThreads {
+		if c.m == nil {
 			c.m = make(map[[2]string]*callRun)
+		}
+		for k := range c.m { // a map's order is random
+			if len(c.m) < callThreads {
+				break
+			}
+			delete(c.m, k)
 		}
 		r = &callRun{last: last, calls: calls}
 		c.m[key] = r

@@ -99,3 +99,20 @@ func TestCallCache(t *testing.T) {
 		t.Errorf("remembered across a Forget: %q", got)
 	}
 }
+
+// TestCallCacheBounded: past callThreads threads, one is dropped for each
+// new one; the new one is kept.
+func TestCallCacheBounded(t *testing.T) {
+	var c CallCache
+	call := callsOf(message.Part{ToolCallID: "x", ToolName: "n"})
+	for i := range callThreads + 10 {
+		thread := string(rune('a'+i%26)) + string(rune(i))
+		c.Remember(c.Gen(), "a", thread, 0, seqOf(call))
+		if n, ok := c.Lookup("a", thread, 1, "x"); !ok || n != "n" {
+			t.Fatalf("thread %d: the call just remembered is not found", i)
+		}
+	}
+	if len(c.m) != callThreads {
+		t.Errorf("%d threads kept, want %d", len(c.m), callThreads)
+	}
+}
