@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,34 +15,10 @@ import (
 	"github.com/mnemehq/mneme/token"
 )
 
-// fill writes n messages of a tool-heavy session straight to the store,
-// with their token counts as the engine's Append records them.
-func fill(b *testing.B, st store.Store, thread string, n int) {
-	ctx := context.Background()
-	c, err := token.Get(token.O200kBase)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var evs []store.Event
-	add := func(m message.Message) {
-		evs = append(evs, store.Event{Kind: store.KindMessage, Message: &m, At: time.Now(), Tokens: token.MessageTokens(c, m)})
-	}
-	add(message.NewText(message.System, "You are an agent."))
-	add(message.NewText(message.User, "Goal: fix INV-4401."))
-	for i := 0; len(evs) < n; i++ {
-		id := fmt.Sprintf("c%d", i)
-		add(message.NewToolCalls("step", message.Part{ToolCallID: id, ToolName: "grep", Arguments: `{"q":"x"}`}))
-		add(message.NewToolResult(id, strings.Repeat(fmt.Sprintf("src/f%d.go:1: match\n", i), 10)))
-	}
-	for i := 0; i < len(evs); i += 500 {
-		if _, err := st.Append(ctx, "default", thread, int64(i), evs[i:min(i+500, len(evs))]); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // BenchmarkWindowAfterAppend: the cost of Window after one new message, on
-// a 100-message and on a 10,000-message thread, side by side (SQLite). The
+// a 100-message and on a 10,000-message thread of the issue's agent
+// transcript (storetest.AgentThread, 1-4 KB tool results; until
+// 2026-12-04 its results were 200 bytes), side by side (SQLite). The
 // ratio must stay under 1.5 (issue 19): a call costs O(new messages), not
 // O(thread). The two threads take turns, call by call, so that a shared
 // machine's load moves both alike; the process's CPU per window is
@@ -51,8 +26,8 @@ func fill(b *testing.B, st store.Store, thread string, n int) {
 func BenchmarkWindowAfterAppend(b *testing.B) {
 	dir := b.TempDir()
 	m := openSQLite(b, filepath.Join(dir, "b.db"), nil)
-	fill(b, m.Store(), "small", 100)
-	fill(b, m.Store(), "large", 10000)
+	fillAgent(b, m.Store(), "small", 100)
+	fillAgent(b, m.Store(), "large", 10000)
 	ctx := context.Background()
 	threads := [2]*mneme.Thread{m.Thread("default", "small"), m.Thread("default", "large")}
 	for _, th := range threads {

@@ -14,8 +14,9 @@ import (
 // reading files with their 1-4 KB results (every line naming a file and a
 // function), and a user turn every 20 steps. The events are message events
 // with no time or token count: callers set what their store and benchmark
-// need. It is the thread of the root package's cold-start and auto-recall
-// benchmarks and of store/inmem's search differential tests.
+// need. It is the thread of the root package's cold-start, auto-recall and
+// window benchmarks, of the backends' durable-append benchmark (issue 19's
+// workload) and of store/inmem's search differential tests.
 func AgentThread(n int) []store.Event {
 	rng := rand.New(rand.NewPCG(19, uint64(n)))
 	var evs []store.Event
