@@ -30,10 +30,10 @@ const (
 //
 // An entry covers a run of seqs of its thread up to its last, all appended
 // by this process one append after the other, and holds the tool calls the
-// assistant messages in it make (the newest callsPerThread). A lookup at after == last that finds the
-// call there has the name the log would give (the newest assistant message
-// making that call, within ToolLookback); one that does not find it says
-// nothing, and the caller reads the log. An append that does not follow the
+// assistant messages in it make (the newest callsPerThread). A lookup at
+// after == last that finds the call there has the name the log would give
+// (the newest assistant message making that call, within ToolLookback);
+// one that does not find it says nothing, and the caller reads the log. An append that does not follow the
 // entry's last seq (another process appended, or a conflict) starts the
 // entry again. DeleteThread calls Forget once its delete is committed; an
 // append that committed before it and is remembered after it is not kept
