@@ -53,7 +53,7 @@ func (s *Store) Import(ctx context.Context, tenant, thread string, evs []store.E
 		if err := lockTail(ctx, tx, tenant, thread, after, true, created); err != nil {
 			return err
 		}
-		return insertRows(ctx, tx, tenant, thread, after, rows, updated, true)
+		return insertRows(ctx, tx, &s.calls, tenant, thread, after, rows, updated, true)
 	})
 }
 

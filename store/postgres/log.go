@@ -136,7 +136,7 @@ func (s *Store) Append(ctx context.Context, tenant, thread string, after int64, 
 			if len(rows) == 0 {
 				return nil
 			}
-			return insertRows(ctx, tx, tenant, thread, after, rows, now, false)
+			return insertRows(ctx, tx, &s.calls, tenant, thread, after, rows, now, false)
 		})
 	} else {
 		// Outside the group's transaction: tool names (read from what is
@@ -438,7 +438,7 @@ func lockTail(ctx context.Context, tx pgx.Tx, tenant, thread string, after int64
 // the thread's counters and updated time. The thread's row is locked. COPY
 // is used when forced or for large batches, a pipelined batch of INSERTs
 // otherwise.
-func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int64, rows []row, updated time.Time, useCopy bool) error {
+func insertRows(ctx context.Context, tx pgx.Tx, calls *backend.CallCache, tenant, thread string, after int64, rows []row, updated time.Time, useCopy bool) error {
 	var msgs, tokens int64
 	for i := range rows {
 		r := &rows[i]
@@ -448,7 +448,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 		msgs++
 		tokens += int64(r.ev.Tokens)
 		name := backend.ToolOf(*r.msg, func(id string) string {
-			return findCall(ctx, tx, nil, tenant, thread, after, rows[:i], id)
+			return findCall(ctx, tx, calls, tenant, thread, after, rows[:i], id)
 		})
 		if name != "" {
 			r.tool = &name
@@ -487,9 +487,8 @@ func insertRows(ctx context.Context, tx pgx.Tx, tenant, thread string, after int
 
 // findCall finds the name of tool call callID: first in the batch being
 // appended (newest first), then among the calls this replica appended to
-// the thread last (calls, when given: backend.CallCache), then among the
-// thread's recent assistant messages, pre-filtered by the call id's JSON
-// spelling.
+// the thread last (backend.CallCache), then among the thread's recent
+// assistant messages, pre-filtered by the call id's JSON spelling.
 func findCall(ctx context.Context, tx querier, calls *backend.CallCache, tenant, thread string, after int64, batch []row, callID string) string {
 	for i := len(batch) - 1; i >= 0; i-- {
 		if m := batch[i].msg; m != nil {
@@ -498,10 +497,8 @@ func findCall(ctx context.Context, tx querier, calls *backend.CallCache, tenant,
 			}
 		}
 	}
-	if calls != nil {
-		if n, ok := calls.Lookup(tenant, thread, after, callID); ok {
-			return n
-		}
+	if n, ok := calls.Lookup(tenant, thread, after, callID); ok {
+		return n
 	}
 	rows, err := tx.Query(ctx, `SELECT message FROM events
 		WHERE tenant = $1 AND thread = $2 AND seq > $3 AND seq <= $4 AND role = 'assistant' AND strpos(message, $5) > 0

@@ -762,7 +762,7 @@ func testToolNames(t *testing.T, s store.Store) {
 		return msgEvent(message.NewToolCalls("", message.Part{ToolCallID: id, ToolName: name, Arguments: `{}`}))
 	}
 	result := func(id, body string) store.Event { return msgEvent(message.NewToolResult(id, body)) }
-	user := func(s string) store.Event { return text(message.User, s) }
+	user := func(body string) store.Event { return text(message.User, body) }
 	tools := func(word string) map[string][]int64 {
 		t.Helper()
 		out := map[string][]int64{}
