@@ -47,6 +47,9 @@ func TestCallCache(t *testing.T) {
 	if _, ok := c.Lookup("a", "u", 3, "x"); ok {
 		t.Error("another thread's call found")
 	}
+	if _, ok := c.Lookup("b", "t", 3, "x"); ok {
+		t.Error("another tenant's call found (I8)")
+	}
 	// The next append extends the run; one that does not follow it starts
 	// another; one older than the run's last leaves it.
 	c.Remember(c.Gen(), "a", "t", 3, seqOf(nil, callsOf(message.Part{ToolCallID: "x", ToolName: "newer"})))

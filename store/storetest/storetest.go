@@ -784,6 +784,10 @@ func testToolNames(t *testing.T, s store.Store) {
 		}
 	}
 
+	// Another tenant's thread of the same name first, up to the seq at
+	// which the result below comes, with the same call id (I8).
+	mustAppend(t, s, "globex", "tools", 0, user("find zebra"))
+	mustAppend(t, s, "globex", "tools", 1, calls("c1", "ls"))
 	// Each in an append of its own, as an agent's turns come. Another
 	// thread's call of the same id comes in between.
 	mustAppend(t, s, "acme", "tools", 0, user("find zebra"))
