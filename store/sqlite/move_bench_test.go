@@ -11,8 +11,10 @@ import (
 )
 
 // BenchmarkIndexMove measures the archive index's writer alone, by the
-// process's CPU per message moved (move-cpu-µs/msg): synthetic messages
-// (30 to 80 words) from 32 threads are appended with no move under way (untimed), and
+// process's CPU per message moved (move-cpu-µs/msg): the messages of an
+// agent transcript (storetest.AgentThread, issue 19's workload: tool calls
+// and 1-4 KB results; until 2026-12-04 storetest.Synthetic's 30-80-word
+// texts) from 32 threads are appended with no move under way (untimed), and
 // each batch of them is then moved into the index as the store moves its
 // queue (catchUpIndex). Batches of indexBatch are what the store moves;
 // four times that runs beside it. b.N is the number of messages.
@@ -34,7 +36,7 @@ func BenchmarkIndexMove(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			evs := storetest.Synthetic(4096)
+			evs := storetest.AgentThread(4096)
 			const threads = 32
 			last := make([]int64, threads)
 			var cpu time.Duration
