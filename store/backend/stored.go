@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -22,14 +23,29 @@ import (
 // escaping and without a trailing newline. A message that does not encode
 // is store.ErrInvalid.
 func EncodeMessage(m *message.Message) (string, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
+	b := encodeBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if b.Cap() <= maxPooledBuffer {
+			encodeBuffers.Put(b)
+		}
+	}()
+	b.Reset()
+	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(m); err != nil {
 		return "", fmt.Errorf("%w: message does not encode: %v", store.ErrInvalid, err)
 	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
+	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n"))), nil
 }
+
+// encodeBuffers are EncodeMessage's buffers: encoded into a strings.Builder,
+// a message's JSON was copied at each doubling of the builder, about twice
+// its bytes allocated again on every append.
+var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuffer bounds the buffers kept: one large message's does not
+// stay for the small ones.
+const maxPooledBuffer = 64 << 10
 
 // DecodeMessage decodes a message's stored form. It decodes as
 // encoding/json does, with go-json-experiment's v1 semantics on the v2

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/kljensen/snowball/english"
 
@@ -467,8 +468,74 @@ func IndexTerms(s string) []string {
 // lowercased in a buffer and their stems looked up without a string of
 // their own; anything else takes eachTerm's way.
 func IndexBody(s string) string {
-	out := make([]byte, 0, len(s))
 	var low [maxStemLen]byte
+	out := appendIndexBody(make([]byte, 0, len(s)), s, &low)
+	return unsafe.String(unsafe.SliceData(out), len(out))
+}
+
+// IndexMessage is IndexBody(SearchText(m, at)), without SearchText's
+// string: each piece SearchText joins (a part's text, a call's name and
+// arguments, the name, the date) is indexed into one buffer. The pieces
+// are joined by characters no token holds, so no token spans two of them,
+// and one beginning a piece follows no apostrophe either way.
+func IndexMessage(m message.Message, at time.Time) string {
+	var low [maxStemLen]byte
+	out := make([]byte, 0, plainLen(m.Parts)+len(m.Name)+32)
+	out = appendIndexParts(out, m.Parts, &low)
+	out = appendIndexBody(out, m.Name, &low)
+	if !at.IsZero() {
+		out = appendIndexBody(out, at.UTC().Format("2006-01-02 Monday 2 January"), &low)
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(out), len(out))
+}
+
+// appendIndexParts indexes the pieces of parts that PlainText writes.
+func appendIndexParts(out []byte, parts []message.Part, low *[maxStemLen]byte) []byte {
+	for _, p := range parts {
+		switch p.Type {
+		case message.Text, message.Reasoning:
+			out = appendIndexBody(out, p.Text, low)
+		case message.ToolCall:
+			out = appendIndexBody(out, p.ToolName, low)
+			out = appendIndexBody(out, p.Arguments, low)
+		case message.ToolResult:
+			out = appendIndexParts(out, p.Content, low)
+		case message.Image:
+			out = appendIndexBody(out, "[image]", low)
+		case message.Opaque:
+			out = appendIndexBody(out, string(p.Raw), low)
+		}
+	}
+	return out
+}
+
+// plainLen is about the length of parts' PlainText: the index's text is
+// no longer.
+func plainLen(parts []message.Part) int {
+	n := 0
+	for _, p := range parts {
+		switch p.Type {
+		case message.Text, message.Reasoning:
+			n += len(p.Text) + 1
+		case message.ToolCall:
+			n += len(p.ToolName) + len(p.Arguments) + 1
+		case message.ToolResult:
+			n += plainLen(p.Content)
+		case message.Image:
+			n += len("[image]") + 1
+		case message.Opaque:
+			n += len(p.Raw) + 1
+		}
+	}
+	return n
+}
+
+// appendIndexBody appends IndexBody(s) to out, after a space unless out is
+// empty or s holds no term.
+func appendIndexBody(out []byte, s string, low *[maxStemLen]byte) []byte {
 	start := -1
 	for i := 0; i <= len(s); {
 		var (
@@ -492,12 +559,12 @@ func IndexBody(s string) string {
 			continue
 		}
 		if start >= 0 {
-			out = appendTerm(out, s, start, i, &low)
+			out = appendTerm(out, s, start, i, low)
 			start = -1
 		}
 		i += w
 	}
-	return string(out)
+	return out
 }
 
 // appendTerm appends the index term of the token s[start:end] to out,

@@ -413,7 +413,7 @@ func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq, next *int64
 		id := *next
 		*next++
 		_, err := x.ExecContext(ctx, insertEvent, id, r.tenant, r.thread, p.ev.Seq, string(p.ev.Kind), backend.Nanos(p.ev.At),
-			ref, made, role, tool, p.ev.Tokens, p.json, p.data)
+			text(ref), text(made), text(role), text(tool), p.ev.Tokens, text(p.json), text(p.data))
 		if isUniqueViolation(err) {
 			return true, fmt.Errorf("%w: ref %q already used", store.ErrInvalid, p.ev.Ref)
 		}
@@ -427,6 +427,15 @@ func (s *Store) appendIn(ctx context.Context, x rawTx, r *appendReq, next *int64
 		}
 	}
 	return true, nil
+}
+
+// text is ns as a statement's argument: its string, or nil for NULL. A
+// sql.NullString given as it is is boxed, and then its Value boxed again.
+func text(ns sql.NullString) any {
+	if !ns.Valid {
+		return nil
+	}
+	return ns.String
 }
 
 func lastSeqIn(ctx context.Context, tx *sql.Tx, tenant, thread string) (int64, error) {
@@ -466,7 +475,7 @@ func (s *Store) prepare(ev store.Event, seq int64, now time.Time) (prepared, err
 			return prepared{}, err
 		}
 		p.json = sql.NullString{String: js, Valid: true}
-		p.plain = fulltext.IndexBody(fulltext.SearchText(*p.msg, p.ev.At))
+		p.plain = fulltext.IndexMessage(*p.msg, p.ev.At)
 	}
 	if len(ev.Data) > 0 {
 		p.data = sql.NullString{String: string(ev.Data), Valid: true}

@@ -24,6 +24,10 @@ import (
 type rawConn struct {
 	conn  any // the driver connection the statements belong to
 	stmts map[string]driver.Stmt
+	// nv is the arguments' slice ExecContext converts them into, used
+	// again by the next statement: the driver binds them before it
+	// returns, and the writer runs one statement at a time.
+	nv []driver.NamedValue
 }
 
 // rawTx runs statements on the writer's driver connection, each prepared
@@ -60,10 +64,11 @@ func (x rawTx) ExecContext(ctx context.Context, query string, args ...any) (sql.
 	if err != nil {
 		return nil, err
 	}
-	nv, err := namedValues(args)
+	nv, err := namedValuesInto(x.c.nv[:0], args)
 	if err != nil {
 		return nil, err
 	}
+	x.c.nv = nv
 	return st.(driver.StmtExecContext).ExecContext(ctx, nv)
 }
 
@@ -100,7 +105,11 @@ func (x rawTx) queryInt64(ctx context.Context, query string, args ...any) (int64
 // converter of its own: driver.Valuers (sql.NullString) give their value,
 // and the default converter the rest (int to int64).
 func namedValues(args []any) ([]driver.NamedValue, error) {
-	nv := make([]driver.NamedValue, len(args))
+	return namedValuesInto(make([]driver.NamedValue, 0, len(args)), args)
+}
+
+// namedValuesInto is namedValues appending to nv.
+func namedValuesInto(nv []driver.NamedValue, args []any) ([]driver.NamedValue, error) {
 	for i, a := range args {
 		if v, ok := a.(driver.Valuer); ok {
 			var err error
@@ -112,7 +121,7 @@ func namedValues(args []any) ([]driver.NamedValue, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: argument %d: %w", i+1, err)
 		}
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: v})
 	}
 	return nv, nil
 }

@@ -357,7 +357,7 @@ func indexRows(ctx context.Context, tx *sql.Tx) ([]indexRow, error) {
 		if err != nil {
 			return nil, fmt.Errorf("event %d: stored message: %w", r.id, err)
 		}
-		r.body = fulltext.IndexBody(fulltext.SearchText(*m, backend.FromNanos(at)))
+		r.body = fulltext.IndexMessage(*m, backend.FromNanos(at))
 		batch = append(batch, r)
 	}
 	return batch, rows.Err()

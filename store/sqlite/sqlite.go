@@ -331,6 +331,9 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // isUniqueViolation reports whether err is a UNIQUE constraint failure.
 func isUniqueViolation(err error) bool {
+	if err == nil {
+		return false // without an allocation: every insert of an append asks
+	}
 	var se *sqlitedrv.Error
 	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
 }
