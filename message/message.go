@@ -106,8 +106,10 @@ type Wire struct {
 	Item map[string]json.RawMessage `json:"item,omitempty"`
 }
 
-// IsZero lets encoding/json omit an empty Wire.
-func (w Wire) IsZero() bool {
+// IsZero lets encoding/json omit an empty Wire. Its receiver is a pointer:
+// encoding/json calls a value receiver's through an interface holding a
+// copy of the Wire, an allocation for every part of every message encoded.
+func (w *Wire) IsZero() bool {
 	return w.API == "" && w.Form == "" && w.Role == "" && w.Type == "" && len(w.Extra) == 0 && len(w.Item) == 0
 }
 

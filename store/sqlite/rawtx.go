@@ -111,6 +111,16 @@ func namedValues(args []any) ([]driver.NamedValue, error) {
 // namedValuesInto is namedValues appending to nv.
 func namedValuesInto(nv []driver.NamedValue, args []any) ([]driver.NamedValue, error) {
 	for i, a := range args {
+		// The types the writer's statements pass, as the converter would
+		// give them without its reflection (an int came back boxed anew).
+		switch v := a.(type) {
+		case nil, int64, string, []byte, float64, bool:
+			nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: v})
+			continue
+		case int:
+			nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: int64(v)})
+			continue
+		}
 		if v, ok := a.(driver.Valuer); ok {
 			var err error
 			if a, err = v.Value(); err != nil {

@@ -216,7 +216,14 @@ func (s *Store) refKey(ref string) (key string, made bool) {
 // (which no ref holds, backend.CheckEvent) and 16 hex digits, so that keys
 // sort as their locators.
 func locKey(loc uint64) string {
-	return fmt.Sprintf("\x01%016x", loc)
+	var b [17]byte
+	b[0] = 1
+	const digits = "0123456789abcdef"
+	for i := 16; i > 0; i-- {
+		b[i] = digits[loc&15]
+		loc >>= 4
+	}
+	return string(b[:])
 }
 
 // byRef runs find with the key in the ref column of the row of ref; when

@@ -281,3 +281,14 @@ func FuzzRefOpen(f *testing.F) {
 		}
 	})
 }
+
+// TestLocKeyFormat: locKey spells a locator as the ref column has always
+// held it ("\x01" and 16 lowercase hex digits): a key spelled otherwise
+// would not find the refs already stored.
+func TestLocKeyFormat(t *testing.T) {
+	for _, loc := range []uint64{0, 1, 15, 16, 255, 0xdeadbeef, 1 << 63, ^uint64(0), 0x0123456789abcdef} {
+		if got, want := locKey(loc), fmt.Sprintf("\x01%016x", loc); got != want {
+			t.Errorf("locKey(%#x) = %q, want %q", loc, got, want)
+		}
+	}
+}
