@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -546,6 +547,59 @@ func TestTenantSearchPlansAgree(t *testing.T) {
 		}
 		if got[0] != got[1] {
 			t.Errorf("search %+v by id:\n%s\nwalking:\n%s", q, got[0], got[1])
+		}
+	}
+}
+
+// TestMoveInChunks: the queue moves in chunks of ids, and a chunk's end is
+// the queue's last row when fewer are left: every message is moved once,
+// the count moved is the messages' (events without one leave gaps in the
+// ids and hold no terms), and each thread's messages are then found
+// through the index alone.
+func TestMoveInChunks(t *testing.T) {
+	defer func(n, c int64) { indexBatch, moveChunk = n, c }(indexBatch, moveChunk)
+	indexBatch = 1 << 40 // no move but the test's
+	moveChunk = 7
+	ctx := context.Background()
+	s := openWithPath(t, useIndex)
+	const msgs = 40 // one an append, and a note beside every fourth
+	for i := range msgs {
+		thread := fmt.Sprint("t", i%3)
+		last, err := s.LastSeq(ctx, "acme", thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := message.NewText(message.User, fmt.Sprintf("parcel%d arrived", i))
+		evs := []store.Event{{Kind: store.KindMessage, Message: &m}}
+		if i%4 == 0 {
+			evs = append(evs, store.Event{Kind: store.KindNote, Data: json.RawMessage(`{"n":1}`)})
+		}
+		if _, err := s.Append(ctx, "acme", thread, last, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := s.mustIndex(t)
+	moved, err := x.move(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved != int64(msgs) {
+		t.Fatalf("moved %d rows, want the %d messages", moved, msgs)
+	}
+	var high int64
+	if err := s.r.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&high); err != nil {
+		t.Fatal(err)
+	}
+	if mark := x.mark(ctx); mark != high {
+		t.Fatalf("the mark is %d after the move, want the last id %d", mark, high)
+	}
+	if again, err := x.move(ctx); err != nil || again != 0 {
+		t.Fatalf("a second move moved %d, %v", again, err)
+	}
+	for i := range msgs {
+		hits, err := s.Search(ctx, "acme", store.SearchQuery{Thread: fmt.Sprint("t", i%3), Text: fmt.Sprintf("parcel%d", i)})
+		if err != nil || len(hits) != 1 {
+			t.Fatalf("parcel%d: %+v, %v", i, hits, err)
 		}
 	}
 }
