@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mnemehq/mneme/message"
+	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/fulltext"
 	"github.com/mnemehq/mneme/store/storetest"
 )
@@ -23,7 +24,7 @@ func TestIndexMessage(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, evs := range [][]storeEvent{agent(), synthetic()} {
+	for _, evs := range [][]message.Message{messagesOf(storetest.AgentThread(1000)), messagesOf(storetest.Synthetic(1000))} {
 		for _, ev := range evs {
 			check(ev, at)
 			check(ev, time.Time{})
@@ -72,21 +73,10 @@ func FuzzIndexMessage(f *testing.F) {
 	})
 }
 
-type storeEvent = message.Message
-
-func agent() []storeEvent {
-	var out []storeEvent
-	for _, ev := range storetest.AgentThread(1000) {
-		if ev.Message != nil {
-			out = append(out, *ev.Message)
-		}
-	}
-	return out
-}
-
-func synthetic() []storeEvent {
-	var out []storeEvent
-	for _, ev := range storetest.Synthetic(1000) {
+// messagesOf returns the messages of evs.
+func messagesOf(evs []store.Event) []message.Message {
+	var out []message.Message
+	for _, ev := range evs {
 		if ev.Message != nil {
 			out = append(out, *ev.Message)
 		}
