@@ -486,9 +486,6 @@ func IndexMessage(m message.Message, at time.Time) string {
 	if !at.IsZero() {
 		out = appendIndexBody(out, at.UTC().Format("2006-01-02 Monday 2 January"), &low)
 	}
-	if len(out) == 0 {
-		return ""
-	}
 	return unsafe.String(unsafe.SliceData(out), len(out))
 }
 
