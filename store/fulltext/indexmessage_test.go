@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mnemehq/mneme/eval"
 	"github.com/mnemehq/mneme/message"
 	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/fulltext"
@@ -12,9 +13,9 @@ import (
 )
 
 // TestIndexMessage: IndexMessage gives IndexBody(SearchText(m, at)) for
-// the agent transcript and the synthetic conversation the benchmarks
-// append, and for messages of every part type whose pieces meet at
-// possessives, apostrophes and the empty.
+// every turn of the LoCoMo conversations, for the agent transcript and the
+// synthetic conversation the benchmarks append, and for messages of every
+// part type whose pieces meet at possessives, apostrophes and the empty.
 func TestIndexMessage(t *testing.T) {
 	at := time.Date(2023, 5, 8, 13, 56, 0, 0, time.FixedZone("x", 3600))
 	check := func(m message.Message, at time.Time) {
@@ -23,15 +24,34 @@ func TestIndexMessage(t *testing.T) {
 			t.Fatalf("IndexMessage(%+v) = %q, want %q", m, got, want)
 		}
 	}
+	// The LoCoMo conversations (../shared/data: people's words, possessives,
+	// other scripts), as the LoCoMo tests append them, beside the
+	// transcripts the benchmarks append.
+	convs, err := eval.LoadLoCoMo(storetest.LoCoMoDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locomo []message.Message
+	for _, c := range convs {
+		for _, turn := range c.Turns() {
+			text := turn.Speaker + ": " + turn.Text
+			if turn.BlipCaption != "" {
+				text += " [image: " + turn.BlipCaption + "]"
+			}
+			m := message.NewText(message.User, text)
+			m.Name = turn.Speaker
+			locomo = append(locomo, m)
+		}
+	}
 	n := 0
-	for _, evs := range [][]message.Message{messagesOf(storetest.AgentThread(1000)), messagesOf(storetest.Synthetic(1000))} {
+	for _, evs := range [][]message.Message{locomo, messagesOf(storetest.AgentThread(1000)), messagesOf(storetest.Synthetic(1000))} {
 		for _, ev := range evs {
 			check(ev, at)
 			check(ev, time.Time{})
 			n++
 		}
 	}
-	if n < 2000 {
+	if n < 4000 { // the LoCoMo turns and the two transcripts
 		t.Fatalf("only %d messages checked", n)
 	}
 	for _, m := range []message.Message{
