@@ -4,6 +4,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,11 +27,26 @@ import (
 //   - syscall-ns: the cheapest system call (getppid);
 //   - pread-ns, pwrite-ns: reading and writing one 4 KB page of a file
 //     in the page cache, as SQLite reads a page and writes a WAL frame;
-//   - fsync-µs: one page written and synced (the bars' fsync-µs again).
+//   - fsync-µs: one page written and synced (the bars' fsync-µs again);
+//   - work-µs-min, work-µs-p50, work-µs-p90: a fixed piece of arithmetic
+//     (no memory), 51 times: on a quiet host the three are close, and on
+//     a host whose other tenants take the core they part;
+//   - steal-%: the share of the machine's CPU time its hypervisor gave
+//     other guests while this ran (Linux's /proc/stat; not reported where
+//     it cannot be read).
 //
-// Each is the median of five runs.
+// Each other figure is the median of five runs.
 func BenchmarkHost(b *testing.B) {
 	for range b.N {
+		steal0, total0, stealOK := stealTime()
+		work := make([]float64, 51)
+		for i := range work {
+			work[i] = arithmetic()
+		}
+		slices.Sort(work)
+		b.ReportMetric(work[0], "work-µs-min")
+		b.ReportMetric(work[len(work)/2], "work-µs-p50")
+		b.ReportMetric(work[len(work)*9/10], "work-µs-p90")
 		for _, size := range []struct {
 			bytes int
 			name  string
@@ -74,7 +92,52 @@ func BenchmarkHost(b *testing.B) {
 			return float64(time.Since(start).Microseconds()) / 20
 		}), "fsync-µs")
 		f.Close()
+		if steal1, total1, ok := stealTime(); ok && stealOK && total1 > total0 {
+			b.ReportMetric(100*float64(steal1-steal0)/float64(total1-total0), "steal-%")
+		}
 	}
+}
+
+// arithmetic returns the microseconds a fixed run of multiplications and
+// shifts takes, about a millisecond on a current core.
+func arithmetic() float64 {
+	start := time.Now()
+	x := uint64(88172645463325252)
+	for range 1 << 20 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	d := time.Since(start)
+	sink += uint32(x)
+	return float64(d.Nanoseconds()) / 1e3
+}
+
+// stealTime returns the steal and the total of the machine's CPU time so
+// far, in clock ticks, from the first line of /proc/stat.
+func stealTime() (steal, total uint64, ok bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, f := range fields[1:] {
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		if i < 8 { // user to steal; guest time is within user already
+			total += n
+		}
+		if i == 7 {
+			steal = n
+		}
+	}
+	return steal, total, true
 }
 
 // median runs f five times and returns the middle of its results.
