@@ -333,7 +333,7 @@ func BenchmarkDurableAppend(b *testing.B) {
 				// shared machine it moves from minute to minute, and a lone
 				// writer cannot beat it (msgs/fsync ≤ 1 means each append
 				// waited for its own).
-				fs := fsyncMedian(b, 200)
+				fs := storetest.FsyncMedian(b, 200)
 				b.ReportMetric(rate, "msgs/s")
 				if bar, ok := bars[fmt.Sprintf("%s/%d", be.name, writers)]; ok {
 					b.ReportMetric(rate/bar, "bar")
@@ -413,30 +413,6 @@ func BenchmarkAppendGroup(b *testing.B) {
 		}
 		b.ReportMetric(float64(d.Microseconds())/msgs, "server-cpu-µs/msg")
 	}
-}
-
-// fsyncMedian returns the median time of n page writes each followed by
-// an fsync, in a file of the test's temporary directory.
-func fsyncMedian(b *testing.B, n int) time.Duration {
-	f, err := os.Create(filepath.Join(b.TempDir(), "fsync-probe"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	page := make([]byte, 4096)
-	ds := make([]time.Duration, n)
-	for i := range ds {
-		start := time.Now()
-		if _, err := f.WriteAt(page, int64(i%64)*4096); err != nil {
-			b.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		ds[i] = time.Since(start)
-	}
-	slices.Sort(ds)
-	return ds[n/2]
 }
 
 // serverCPU returns the CPU time used so far by each PostgreSQL backend

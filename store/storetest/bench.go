@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -187,4 +189,29 @@ func appendSynthetic(b *testing.B, s store.Store, tenant, thread string, n int, 
 			evs = evs[:0]
 		}
 	}
+}
+
+// FsyncMedian returns the median time of n page writes each followed by
+// an fsync, in a file of the benchmark's temporary directory: the disk's
+// floor under every durable append.
+func FsyncMedian(b *testing.B, n int) time.Duration {
+	f, err := os.Create(filepath.Join(b.TempDir(), "fsync-probe"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	page := make([]byte, 4096)
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		start := time.Now()
+		if _, err := f.WriteAt(page, int64(i%64)*4096); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		ds[i] = time.Since(start)
+	}
+	slices.Sort(ds)
+	return ds[n/2]
 }
