@@ -42,6 +42,7 @@ function usage(msg) {
 
 const [mode, file, ...rest] = process.argv.slice(2);
 if (!mode || !file) usage();
+if (mode !== "append" && mode !== "cold") usage(`unknown mode ${mode}`);
 const opts = {};
 for (let i = 0; i < rest.length; i += 2) {
   if (!rest[i].startsWith("--") || rest[i + 1] === undefined) usage(`bad argument ${rest[i]}`);
@@ -57,10 +58,15 @@ const int = (name, def) => {
 // Mastra's stored form (format 2: parts; a tool call and its result as
 // tool-invocation parts). Mastra stores no system messages, so the system
 // prompt is saved as the user's: every call writes one message.
-const workload = readFileSync(file, "utf8")
-  .split("\n")
-  .filter(Boolean)
-  .map((line) => JSON.parse(line));
+let workload;
+try {
+  workload = readFileSync(file, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line));
+} catch (err) {
+  usage(`${file}: ${err.message}`);
+}
 if (workload.length === 0) usage(`${file} holds no messages`);
 
 const toolNames = new Map();
@@ -210,7 +216,7 @@ async function cold() {
       client.close();
     }
     const sorted = [...times].sort((a, b) => a - b);
-    line(`PeerColdStart/mastra/${n / 1000}k`, runs, sorted.reduce((a, b) => a + b, 0) * 1e6, {
+    line(`PeerColdStart/mastra/${n % 1000 === 0 ? `${n / 1000}k` : n}`, runs, sorted.reduce((a, b) => a + b, 0) * 1e6, {
       "ms/first": times[0],
       "ms/median": sorted[Math.floor(runs / 2)],
     });
@@ -220,5 +226,4 @@ async function cold() {
 }
 
 if (mode === "append") await append();
-else if (mode === "cold") await cold();
-else usage(`unknown mode ${mode}`);
+else await cold();

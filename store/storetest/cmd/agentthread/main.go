@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/mnemehq/mneme/store/storetest"
@@ -24,16 +25,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "agentthread: -n must be at least 1")
 		os.Exit(2)
 	}
-	w := bufio.NewWriter(os.Stdout)
-	enc := json.NewEncoder(w)
-	for _, ev := range storetest.AgentThread(*n) {
-		if err := enc.Encode(ev.Message); err != nil {
-			fmt.Fprintln(os.Stderr, "agentthread:", err)
-			os.Exit(1)
-		}
-	}
-	if err := w.Flush(); err != nil {
+	if err := write(os.Stdout, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "agentthread:", err)
 		os.Exit(1)
 	}
+}
+
+// write writes the first n messages of the transcript to w, a line each.
+func write(w io.Writer, n int) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for _, ev := range storetest.AgentThread(n) {
+		if err := enc.Encode(ev.Message); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
 }
