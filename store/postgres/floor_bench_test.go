@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/mnemehq/mneme/store"
 	"github.com/mnemehq/mneme/store/fulltext"
 	"github.com/mnemehq/mneme/store/storetest"
 )
@@ -43,7 +44,8 @@ import (
 //
 //   - postgres/32-batched: one connection, 32 rows a statement: the ideal
 //     group, as the store sends a group in one statement; -seq with the
-//     unique (tenant, thread, seq) index.
+//     unique (tenant, thread, seq) index; -shape as the store's events
+//     and threads (schema.go), the row's tsvector made beforehand.
 //
 //     MNEME_TEST_POSTGRES=postgres://... go test -run '^$' -bench 'DurableFloor|DurableAppend/(sqlite|postgres)' ./store/postgres/
 func BenchmarkDurableFloor(b *testing.B) {
@@ -166,8 +168,9 @@ func BenchmarkDurableFloor(b *testing.B) {
 	for _, v := range []struct {
 		name           string
 		conns, perStmt int
-		seq            bool
-	}{{"postgres/1", 1, 1, false}, {"postgres/32", 32, 1, false}, {"postgres/32-batched", 1, 32, false}, {"postgres/32-batched-seq", 1, 32, true}} {
+		seq, shape     bool
+	}{{"postgres/1", 1, 1, false, false}, {"postgres/32", 32, 1, false, false}, {"postgres/32-batched", 1, 32, false, false},
+		{"postgres/32-batched-seq", 1, 32, true, false}, {"postgres/32-batched-shape", 1, 32, true, true}} {
 		b.Run(v.name, func(b *testing.B) {
 			pool, err := pgxpool.New(ctx, freshDSN(b))
 			if err != nil {
@@ -175,12 +178,48 @@ func BenchmarkDurableFloor(b *testing.B) {
 			}
 			defer pool.Close()
 			schema := []string{`CREATE TABLE floor_log (id bigserial PRIMARY KEY, tenant text NOT NULL DEFAULT 'acme', thread text NOT NULL, seq bigint NOT NULL, body text NOT NULL)`}
-			if v.seq {
+			insert := `INSERT INTO floor_log (thread, seq, body)
+				SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])`
+			switch {
+			case v.shape:
+				// As the store's events (schema.go): keyed by thread and
+				// seq, a ref unique in its tenant, the terms and their
+				// tsvector in a GIN index, rows uncompressed up to 8 KB,
+				// and each thread's row moved in the same statement. The
+				// GIN index's pending list is never merged in the run (its
+				// limit is the largest there is): the store merges it on a
+				// connection of its own (gincleaner.go), off the commits. The
+				// tsvectors are made before the timer (the store sends
+				// them in binary, made in Go), and each row takes its
+				// message's.
+				schema = []string{
+					`CREATE TABLE floor_log (tenant text COLLATE "C" NOT NULL DEFAULT 'acme', thread text COLLATE "C" NOT NULL,
+						seq bigint NOT NULL, ref text COLLATE "C", body text, terms text NOT NULL, tsv tsvector,
+						PRIMARY KEY (tenant, thread, seq), UNIQUE (tenant, ref)) WITH (toast_tuple_target = 8160)`,
+					`CREATE INDEX floor_log_tsv ON floor_log USING gin (tsv) WITH (gin_pending_list_limit = 2097151)`,
+					`CREATE TABLE floor_threads (tenant text COLLATE "C" NOT NULL, id text COLLATE "C" NOT NULL,
+						last_seq bigint NOT NULL, messages bigint NOT NULL, PRIMARY KEY (tenant, id)) WITH (fillfactor = 70)`,
+					`INSERT INTO floor_threads SELECT 'acme', 't' || i, 0, 0 FROM generate_series(0, 31) i`,
+					`CREATE TABLE floor_terms (i int PRIMARY KEY, terms text NOT NULL, tsv tsvector NOT NULL)`,
+				}
+				insert = `WITH r AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::int[]) AS r(thread, seq, body, ref, i)),
+				moved AS (UPDATE floor_threads t SET last_seq = r.seq + 1, messages = t.messages + 1
+					FROM r WHERE t.tenant = 'acme' AND t.id = r.thread AND t.last_seq = r.seq RETURNING t.id)
+				INSERT INTO floor_log (thread, seq, ref, body, terms, tsv)
+					SELECT r.thread, r.seq, r.ref, r.body, f.terms, f.tsv FROM r JOIN floor_terms f ON f.i = r.i`
+			case v.seq:
 				schema = append(schema, `CREATE UNIQUE INDEX floor_log_seq ON floor_log (tenant, thread, seq)`)
 			}
 			for _, q := range schema {
 				if _, err := pool.Exec(ctx, q); err != nil {
 					b.Fatal(err)
+				}
+			}
+			if v.shape {
+				for i, t := range terms {
+					if _, err := pool.Exec(ctx, `INSERT INTO floor_terms VALUES ($1, $2, to_tsvector('simple', $2))`, i, t); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 			var syncCommit string
@@ -198,6 +237,8 @@ func BenchmarkDurableFloor(b *testing.B) {
 					threads := make([]string, v.perStmt)
 					seqs := make([]int64, v.perStmt)
 					rows := make([]string, v.perStmt)
+					refs := make([]string, v.perStmt)
+					is := make([]int32, v.perStmt)
 					for {
 						i := next.Add(int64(v.perStmt)) - int64(v.perStmt)
 						if i >= int64(b.N) {
@@ -207,10 +248,15 @@ func BenchmarkDurableFloor(b *testing.B) {
 						for j := range n {
 							threads[j] = fmt.Sprintf("t%d", w*v.perStmt+j)
 							seqs[j] = (i + int64(j)) / int64(v.conns*v.perStmt)
-							rows[j] = bodies[(i+int64(j))%int64(len(bodies))]
+							is[j] = int32((i + int64(j)) % int64(len(bodies)))
+							rows[j] = bodies[is[j]]
+							refs[j] = store.NewRef()
 						}
-						if _, err := pool.Exec(ctx, `INSERT INTO floor_log (thread, seq, body)
-							SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])`, threads[:n], seqs[:n], rows[:n]); err != nil {
+						args := []any{threads[:n], seqs[:n], rows[:n]}
+						if v.shape {
+							args = append(args, refs[:n], is[:n])
+						}
+						if _, err := pool.Exec(ctx, insert, args...); err != nil {
 							b.Error(err)
 							return
 						}
