@@ -100,8 +100,12 @@ func BenchmarkDurableFloor(b *testing.B) {
 				}
 			}
 			var sync int
+			var journal string
 			if err := db.QueryRow(`PRAGMA synchronous`).Scan(&sync); err != nil || sync != 2 {
 				b.Fatalf("synchronous is %d, not FULL (2): %v", sync, err)
+			}
+			if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&journal); err != nil || journal != "wal" {
+				b.Fatalf("journal_mode is %q, not wal: %v", journal, err)
 			}
 			if v.shape {
 				for t := range v.per {
