@@ -9,30 +9,12 @@
 # floor below the bar is a bar this host cannot meet on that engine with
 # at least what the row writes.
 #
-#   awk -f scripts/floor-ratios.awk runs
-function value(unit,    i) {
-	for (i = 3; i <= NF; i++) if ($i == unit) return $(i - 1)
-	return ""
-}
-function median(key,    i, j, k, t, a) {
-	k = n[key]
-	if (k == 0) return -1
-	for (i = 1; i <= k; i++) a[i] = vals[key, i]
-	for (i = 2; i <= k; i++) {
-		t = a[i]
-		for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]
-		a[j + 1] = t
-	}
-	return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-}
+#   awk -f scripts/bench-lines.awk -f scripts/floor-ratios.awk runs
 /^Benchmark(DurableAppend|DurableFloor)\// {
 	name = $1
 	sub(/-[0-9]+$/, "", name) # Go's -GOMAXPROCS suffix
 	sub(/^Benchmark/, "", name)
-	v = value("msgs/s")
-	if (v == "") next
-	n[name]++
-	vals[name, n[name]] = v + 0
+	add(name, value("msgs/s"))
 }
 END {
 	split("sqlite/1 sqlite/32 postgres/32", rows, " ")

@@ -7,27 +7,7 @@
 # thread; the bars are 3,000 and 20,000 msgs/s, 20 ms and 30 ms). Above
 # that ratio, Mneme beats the bar on this host by the issue's own measure.
 #
-#   awk -f scripts/peer-ratios.awk runs
-function value(unit,    i) {
-	for (i = 3; i <= NF; i++) if ($i == unit) return $(i - 1)
-	return ""
-}
-function add(key, v) {
-	if (v == "") return
-	n[key]++
-	vals[key, n[key]] = v + 0
-}
-function median(key,    i, j, k, t, a) {
-	k = n[key]
-	if (k == 0) return -1
-	for (i = 1; i <= k; i++) a[i] = vals[key, i]
-	for (i = 2; i <= k; i++) {
-		t = a[i]
-		for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]
-		a[j + 1] = t
-	}
-	return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-}
+#   awk -f scripts/bench-lines.awk -f scripts/peer-ratios.awk runs
 {
 	name = $1
 	sub(/-[0-9]+$/, "", name) # Go's -GOMAXPROCS suffix
