@@ -131,7 +131,7 @@ func TestAnthropicThinkingSigned(t *testing.T) {
 			}
 			edits := map[string]func(c []map[string]any){
 				"thinking text": func(c []map[string]any) { c[0]["thinking"] = "I should answer at length." },
-				"signature":     func(c []map[string]any) { c[0]["signature"] = "x" + c[0]["signature"].(string)[1:] },
+				"signature":     func(c []map[string]any) { c[0]["signature"] = otherFirst(c[0]["signature"].(string)) },
 				"redacted data": func(c []map[string]any) { c[1]["data"] = c[1]["data"].(string) + "x" },
 			}
 			for name, edit := range edits {
@@ -149,6 +149,16 @@ func TestAnthropicThinkingSigned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// otherFirst returns sig with its first character replaced by another, so
+// the edit changes the signature whatever the key made it start with.
+func otherFirst(sig string) string {
+	first := "x"
+	if strings.HasPrefix(sig, first) {
+		first = "y"
+	}
+	return first + sig[1:]
 }
 
 // issuedContent returns the content blocks of a Messages answer, rebuilt
